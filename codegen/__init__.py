@@ -1,0 +1,1 @@
+"""Back ends (``stripe.codegen``). The C emitter arrives with the C back-end issue."""

@@ -1,0 +1,1 @@
+"""Hardware configurations shipped as package data (``stripe.hwconfigs``)."""

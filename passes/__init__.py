@@ -1,0 +1,1 @@
+"""The pass pool (``stripe.passes``). Passes arrive with the pass-manager issue."""

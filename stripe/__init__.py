@@ -1,0 +1,54 @@
+"""stripe: tensor operations compiled through the Stripe nested polyhedral IR.
+
+Public API::
+
+    blk  = stripe.lower(source, inputs)     # Tile source -> the #program Block
+    outs = stripe.interpret(blk, arrays)    # reference interpreter -> {output: ndarray}
+    text = stripe.print_ir(blk); stripe.parse_ir(text) == blk
+    stripe.verify(blk)                      # raises VerifyError naming the block path
+"""
+
+from __future__ import annotations
+
+from .affine import Affine
+from .dtypes import DType
+from .errors import (
+    InterpreterError,
+    IRError,
+    IRParseError,
+    ShapeError,
+    StripeError,
+    TileError,
+    TileSyntaxError,
+    VerifyError,
+)
+from .interp import interpret
+from .ir import (
+    AggOp,
+    Block,
+    Constant,
+    Index,
+    Intrinsic,
+    Load,
+    LoadIndex,
+    Location,
+    RefDir,
+    Refinement,
+    Special,
+    Store,
+    TensorDim,
+    TensorShape,
+)
+from .irparser import parse_ir
+from .printer import print_ir
+from .tile import lower
+from .verify import verify
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Affine", "AggOp", "Block", "Constant", "DType", "IRError", "IRParseError", "Index",
+    "InterpreterError", "Intrinsic", "Load", "LoadIndex", "Location", "RefDir", "Refinement",
+    "ShapeError", "Special", "StripeError", "Store", "TensorDim", "TensorShape", "TileError",
+    "TileSyntaxError", "VerifyError", "interpret", "lower", "parse_ir", "print_ir", "verify",
+]

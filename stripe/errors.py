@@ -1,0 +1,70 @@
+"""Typed errors. Every error a user can provoke is a :class:`StripeError`.
+
+Each subclass carries *where* the problem is: line and column for Tile source, the block path
+for IR problems, file and line for configuration files.
+"""
+
+from __future__ import annotations
+
+
+class StripeError(Exception):
+    """Base class of every error raised on bad input."""
+
+
+class TileSyntaxError(StripeError):
+    """A Tile program does not parse. Carries ``line`` and ``column`` (both 1-based)."""
+
+    def __init__(self, message: str, line: int, column: int, source_line: str = "") -> None:
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        self.bare_message = message
+        text = f"line {line}, column {column}: {message}"
+        if source_line:
+            text += f"\n    {source_line}\n    {' ' * max(column - 1, 0)}^"
+        super().__init__(text)
+
+
+class TileError(StripeError):
+    """A Tile program parses but is not meaningful (shapes, types, names)."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
+        self.line = line
+        self.column = column
+        self.bare_message = message
+        where = f"line {line}, column {column}: " if line is not None else ""
+        super().__init__(where + message)
+
+
+class ShapeError(TileError):
+    """Ranks, sizes or dimension bindings do not agree."""
+
+
+class TypeError_(TileError):
+    """Element types do not agree (named with a trailing underscore to keep the builtin)."""
+
+
+class IRError(StripeError):
+    """Malformed IR. Carries the block path (``main/kernel_2``) where it was found."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        self.path = path
+        self.bare_message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class VerifyError(IRError):
+    """The verifier rejected a program."""
+
+
+class IRParseError(StripeError):
+    """Stripe text does not parse. Carries ``line`` and ``column``."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        self.line = line
+        self.column = column
+        super().__init__(f"line {line}, column {column}: {message}")
+
+
+class InterpreterError(IRError):
+    """The reference interpreter met something it cannot execute (bad bindings, bad IR)."""
