@@ -6,11 +6,14 @@ Public API::
     outs = stripe.interpret(blk, arrays)    # reference interpreter -> {output: ndarray}
     text = stripe.print_ir(blk); stripe.parse_ir(text) == blk
     stripe.verify(blk)                      # raises VerifyError naming the block path
+    prog = stripe.compile(source, inputs)   # C through cffi; prog(**arrays) -> {output: ndarray}
 """
 
 from __future__ import annotations
 
 from .affine import Affine
+from .codegen.build import CompileError
+from .compiler import Program, compile
 from .dtypes import DType
 from .errors import (
     InterpreterError,
@@ -47,7 +50,7 @@ from .verify import verify
 __version__ = "0.1.0"
 
 __all__ = [
-    "Affine", "AggOp", "Block", "Constant", "DType", "IRError", "IRParseError", "Index",
+    "Affine", "AggOp", "Block", "CompileError", "Program", "compile", "Constant", "DType", "IRError", "IRParseError", "Index",
     "InterpreterError", "Intrinsic", "Load", "LoadIndex", "Location", "RefDir", "Refinement",
     "ShapeError", "Special", "StripeError", "Store", "TensorDim", "TensorShape", "TileError",
     "TileSyntaxError", "VerifyError", "interpret", "lower", "parse_ir", "print_ir", "verify",

@@ -1,0 +1,515 @@
+"""Stripe IR -> one C translation unit.
+
+Emission is a pure function of the IR: identical input gives identical text. C identifiers
+are never taken from the IR: buffers, views, indexes and scalars get fresh names from
+per-prefix counters (``b0``, ``v3``, ``x2``, ``s7``); an IR name appears only in a comment,
+and only when it is a plain identifier.
+
+Mapping (see ``docs/codegen.md``):
+
+* the ``#program`` block becomes ``void stripe_run(void **args)``: its ``user`` buffers arrive
+  in ``args`` (inputs then outputs, in refinement order), ``tmp`` buffers are ``calloc``-ed;
+* a block becomes a loop nest over its indexes (64-bit), a constraint with one index becomes
+  a tightened loop bound, any other constraint a guard placed right after the loop of its
+  innermost index;
+* a view becomes a pointer ``parent + sum(access_d * stride_d)``; an allocation becomes a
+  local array (or ``malloc`` when large) per point of its block;
+* loads and stores read and write element 0 of a view; a store combines by the view's
+  aggregation; intrinsics come from a table; specials become element loops;
+* a block tagged ``threads`` becomes ``#pragma omp parallel for`` over its leading loops.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from stripe.affine import Affine
+from stripe.dtypes import DType, promote
+from stripe.errors import IRError
+from stripe.ir import (
+    AggOp,
+    Block,
+    Constant,
+    Intrinsic,
+    Load,
+    LoadIndex,
+    RefDir,
+    Special,
+    Statement,
+    Store,
+)
+
+THREADS_TAG = "threads"
+LOCAL_ARRAY_LIMIT = 16384  # bytes; larger per-point allocations use malloc
+
+C_TYPES = {
+    DType.BOOL: "_Bool", DType.INT8: "int8_t", DType.INT16: "int16_t",
+    DType.INT32: "int32_t", DType.INT64: "int64_t", DType.UINT8: "uint8_t",
+    DType.FLOAT32: "float", DType.FLOAT64: "double",
+}
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+PRELUDE = """\
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t stripe_ipow(int64_t b, int64_t e) {
+    int64_t r = 1;
+    if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
+    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
+    return r;
+}
+"""
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """One argument of ``stripe_run``: a caller's array."""
+
+    name: str
+    dtype: DType
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    is_output: bool
+
+
+@dataclass(frozen=True)
+class CProgram:
+    source: str
+    buffers: tuple[BufferSpec, ...]  # argument order of stripe_run
+    uses_openmp: bool
+
+    @property
+    def inputs(self) -> tuple[BufferSpec, ...]:
+        return tuple(b for b in self.buffers if not b.is_output)
+
+    @property
+    def outputs(self) -> tuple[BufferSpec, ...]:
+        return tuple(b for b in self.buffers if b.is_output)
+
+
+def comment_name(name: str) -> str:
+    """An IR name safe to show inside a C comment (or '?' when it is not an identifier)."""
+    return name if _IDENT.match(name) else "?"
+
+
+def c_float(value: float, dtype: DType) -> str:
+    if math.isnan(value):
+        return "NAN"
+    if math.isinf(value):
+        return "INFINITY" if value > 0 else "(-INFINITY)"
+    text = float(value).hex()
+    return f"{text}f" if dtype is DType.FLOAT32 else text
+
+
+def c_literal(value: object, dtype: DType) -> str:
+    if dtype.is_float:
+        return c_float(float(value), dtype)  # type: ignore[arg-type]
+    if dtype is DType.BOOL:
+        return "1" if value else "0"
+    v = int(value)  # type: ignore[call-overload]
+    if dtype is DType.INT64 and v == -(2 ** 63):
+        return "INT64_MIN"
+    return f"INT64_C({v})" if dtype is DType.INT64 else f"({C_TYPES[dtype]}){v}"
+
+
+@dataclass
+class _View:
+    """A buffer pointer in scope: C name, dtype, sizes and strides (elements)."""
+
+    cname: str
+    dtype: DType
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    agg: AggOp = AggOp.ASSIGN
+
+
+@dataclass
+class _Scope:
+    idx: dict[str, str] = field(default_factory=dict)      # IR index -> C expr
+    refs: dict[str, _View] = field(default_factory=dict)   # IR ref -> view
+    scalars: dict[str, tuple[str, DType]] = field(default_factory=dict)
+
+
+class _Emitter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 1
+        self.counters: dict[str, int] = {}
+        self.uses_openmp = False
+
+    # text helpers ---------------------------------------------------------------------------
+    def fresh(self, prefix: str) -> str:
+        n = self.counters.get(prefix, 0)
+        self.counters[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def open(self, text: str, note: str = "") -> None:
+        self.line((text + " {" if text else "{") + (f"  /* {note} */" if note else ""))
+        self.depth += 1
+
+    def close(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.depth -= 1
+            self.line("}")
+
+    # program --------------------------------------------------------------------------------
+    def program(self, root: Block) -> CProgram:
+        scope = _Scope()
+        buffers: list[BufferSpec] = []
+        frees: list[str] = []
+        user = [r for r in root.refs if r.is_alloc and r.dir is not RefDir.NONE]
+        for k, r in enumerate(user):
+            cname = self.fresh("b")
+            ctype = C_TYPES[r.dtype]
+            self.line(f"{ctype} *restrict {cname} = ({ctype} *)args[{k}];"
+                      f"  /* {comment_name(r.into)} */")
+            scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides)
+            buffers.append(BufferSpec(r.into, r.dtype, r.shape.sizes, r.shape.strides,
+                                      r.dir.writes))
+        for r in root.refs:
+            if r in user:
+                continue
+            if not r.is_alloc:
+                raise IRError(f"root refinement '{r.into}' views a missing parent", root.name)
+            cname = self.fresh("b")
+            ctype = C_TYPES[r.dtype]
+            self.line(f"{ctype} *{cname} = ({ctype} *)calloc({max(r.shape.span, 1)}, "
+                      f"sizeof({ctype}));  /* {comment_name(r.into)} */")
+            frees.append(cname)
+            scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides)
+        if root.idxs or root.constraints:
+            raise IRError("the program block must have no indexes or constraints", root.name)
+        self.body_of(root, scope, path=root.name)
+        for cname in frees:
+            self.line(f"free({cname});")
+        body = "\n".join(self.lines)
+        source = f"{PRELUDE}\nvoid stripe_run(void **args) {{\n{body}\n}}\n"
+        return CProgram(source, tuple(buffers), self.uses_openmp)
+
+    # blocks ---------------------------------------------------------------------------------
+    def block(self, b: Block, outer: _Scope, path: str) -> None:
+        self.open("", f"block {comment_name(b.name)}")
+        scope = _Scope(dict(outer.idx), {}, {})
+        threaded = THREADS_TAG in b.tags and bool(b.idxs)
+        bounds, guards = self.plan_loops(b)
+        opened = 0
+        frees: list[str] = []
+        if not threaded:
+            frees = self.allocations(b, outer, scope)
+        collapse = self.collapse_count(b, bounds, guards) if threaded else 0
+        for g in guards[-1]:  # constraints on no index: test once
+            self.open(f"if ({self.affine(g, scope)} >= 0)")
+            opened += 1
+        for pos, ix in enumerate(b.idxs):
+            if pos == 0 and collapse:
+                self.uses_openmp = True
+                self.line(f"#pragma omp parallel for collapse({collapse}) schedule(static)")
+            lo, hi = bounds[ix.name]
+            if ix.is_passed_in:
+                loc = self.fresh("l")
+                self.open(f"for (int64_t {loc} = {lo}; {loc} < {hi}; ++{loc})")
+                val = self.fresh("x")
+                base = self.affine(ix.affine, outer)
+                self.line(f"const int64_t {val} = {loc} + ({base});"
+                          f"  /* {comment_name(ix.name)} */")
+            else:
+                val = self.fresh("x")
+                self.open(f"for (int64_t {val} = {lo}; {val} < {hi}; ++{val})",
+                          comment_name(ix.name))
+            scope.idx[ix.name] = val
+            opened += 1
+            for g in guards[pos]:
+                self.open(f"if ({self.affine(g, scope)} >= 0)")
+                opened += 1
+        if threaded:
+            frees = self.allocations(b, outer, scope)
+        self.views(b, outer, scope, path)
+        self.body_of(b, scope, path)
+        for cname in frees if threaded else ():
+            self.line(f"free({cname});")
+        self.close(opened)
+        for cname in frees if not threaded else ():
+            self.line(f"free({cname});")
+        self.close()
+
+    def plan_loops(self, b: Block) -> tuple[dict[str, tuple[str, str]], dict[int, list[Affine]]]:
+        """Loop bounds per index and, per loop position, the guards to test after it.
+
+        A constraint on a single plain index tightens that index's bounds (exact); every
+        other constraint is tested right after the loop of its innermost index. Position -1
+        holds the constraints of a block without indexes.
+        """
+        pos_of = {ix.name: k for k, ix in enumerate(b.idxs)}
+        lo = {ix.name: 0 for ix in b.idxs}
+        hi = {ix.name: ix.range for ix in b.idxs}
+        guards: dict[int, list[Affine]] = {k: [] for k in range(-1, len(b.idxs))}
+        for c in b.constraints:
+            names = c.vars()
+            if len(names) == 1 and not b.idx(names[0]).is_passed_in:
+                n, coef = names[0], c.coeff(names[0])
+                if coef > 0:
+                    lo[n] = max(lo[n], -(c.const // coef))
+                else:
+                    hi[n] = min(hi[n], c.const // -coef + 1)
+                continue
+            where = max((pos_of[n] for n in names), default=-1)
+            guards[where].append(c)
+        bounds = {n: (str(lo[n]), str(max(hi[n], lo[n]))) for n in lo}
+        return bounds, guards
+
+    @staticmethod
+    def collapse_count(b: Block, bounds: dict[str, tuple[str, str]],
+                       guards: dict[int, list[Affine]]) -> int:
+        n = 0
+        for pos, ix in enumerate(b.idxs):
+            if ix.is_passed_in:
+                break
+            n += 1
+            if guards[pos]:
+                break
+        return n
+
+    def allocations(self, b: Block, outer: _Scope, scope: _Scope) -> list[str]:
+        frees = []
+        for r in b.refs:
+            if not r.is_alloc:
+                continue
+            cname = self.fresh("a")
+            ctype = C_TYPES[r.dtype]
+            span = max(r.shape.span, 1)
+            if span * r.dtype.itemsize <= LOCAL_ARRAY_LIMIT:
+                self.line(f"{ctype} {cname}[{span}];  /* {comment_name(r.into)} */")
+            else:
+                self.line(f"{ctype} *{cname} = ({ctype} *)malloc({span} * sizeof({ctype}));"
+                          f"  /* {comment_name(r.into)} */")
+                frees.append(cname)
+            scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
+                                       r.agg_op)
+        return frees
+
+    def views(self, b: Block, outer: _Scope, scope: _Scope, path: str) -> None:
+        for r in b.refs:
+            if r.is_alloc:
+                continue
+            if r.from_ not in outer.refs:
+                raise IRError(f"refinement '{r.into}' views unknown '{r.from_}'", path)
+            parent = outer.refs[r.from_]
+            offset = Affine()
+            for a, s in zip(r.access, parent.strides):
+                offset = offset + a * s
+            cname = self.fresh("v")
+            ctype = C_TYPES[r.dtype]
+            self.line(f"{ctype} *{cname} = {parent.cname} + "
+                      f"({self.affine(offset, scope)});  /* {comment_name(r.into)} */")
+            scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, parent.strides, r.agg_op)
+
+    def body_of(self, b: Block, scope: _Scope, path: str) -> None:
+        for s in b.stmts:
+            if isinstance(s, Block):
+                self.block(s, scope, f"{path}/{s.name}")
+            else:
+                self.statement(s, scope, path)
+
+    # expressions ----------------------------------------------------------------------------
+    def affine(self, a: Affine, scope: _Scope) -> str:
+        parts = [f"INT64_C({a.const})"] if a.const or not a.terms else []
+        for n, c in a.terms:
+            var = scope.idx[n]
+            parts.append(var if c == 1 else f"INT64_C({c}) * {var}")
+        return " + ".join(parts)
+
+    # statements -----------------------------------------------------------------------------
+    def statement(self, s: Statement, scope: _Scope, path: str) -> None:
+        handler = _HANDLERS.get(type(s))
+        if handler is None:
+            raise IRError(f"cannot emit statement {type(s).__name__}", path)
+        handler(self, s, scope, path)
+
+    def load(self, s: Load, scope: _Scope, path: str) -> None:
+        view = scope.refs[s.from_]
+        self.scalar(scope, s.into, view.dtype, f"*{view.cname}")
+
+    def store(self, s: Store, scope: _Scope, path: str) -> None:
+        view = scope.refs[s.into]
+        src, _ = scope.scalars[s.from_]
+        self.line(_store_text(view, f"({C_TYPES[view.dtype]})({src})", view.agg))
+
+    def constant(self, s: Constant, scope: _Scope, path: str) -> None:
+        self.scalar(scope, s.name, s.dtype, c_literal(s.value, s.dtype))
+
+    def load_index(self, s: LoadIndex, scope: _Scope, path: str) -> None:
+        self.scalar(scope, s.into, DType.INT64, self.affine(s.from_, scope))
+
+    def intrinsic(self, s: Intrinsic, scope: _Scope, path: str) -> None:
+        args = [scope.scalars[n] for n in s.inputs]
+        self.scalar(scope, s.outputs[0], s.dtype, intrinsic_expr(s.name, s.dtype, args, path))
+
+    def scalar(self, scope: _Scope, name: str, dtype: DType, expr: str) -> None:
+        cname = self.fresh("s")
+        self.line(f"const {C_TYPES[dtype]} {cname} = {expr};  /* {comment_name(name[1:])} */")
+        scope.scalars[name] = (cname, dtype)
+
+    def special(self, s: Special, scope: _Scope, path: str) -> None:
+        ins = [scope.refs[n] for n in s.inputs]
+        outs = [scope.refs[n] for n in s.outputs]
+        if s.name == "reshape":
+            self.reshape(ins[0], outs[0])
+        elif s.name == "gather":
+            self.gather(ins[0], ins[1], outs[0])
+        elif s.name == "scatter":
+            self.scatter(ins[0], ins[1], outs[0])
+        else:
+            raise IRError(f"cannot emit special '{s.name}'", path)
+
+    def element_loops(self, sizes: tuple[int, ...]) -> list[str]:
+        names = []
+        for n in sizes:
+            v = self.fresh("e")
+            self.open(f"for (int64_t {v} = 0; {v} < {n}; ++{v})")
+            names.append(v)
+        return names
+
+    @staticmethod
+    def address(view: _View, coords: list[str]) -> str:
+        terms = [f"INT64_C({s}) * {c}" for c, s in zip(coords, view.strides)]
+        return f"{view.cname}[{' + '.join(terms) or '0'}]"
+
+    def reshape(self, src: _View, dst: _View) -> None:
+        coords = self.element_loops(dst.sizes)
+        flat = "0"
+        for c, n in zip(coords, dst.sizes):
+            flat = f"({flat}) * {n} + {c}"
+        f = self.fresh("f")
+        self.line(f"int64_t {f} = {flat};")
+        src_coords = []
+        for n in reversed(src.sizes):
+            c = self.fresh("c")
+            self.line(f"const int64_t {c} = {f} % {max(n, 1)}; {f} /= {max(n, 1)};")
+            src_coords.append(c)
+        src_coords.reverse()
+        self.line(f"{self.address(dst, coords)} = ({C_TYPES[dst.dtype]})"
+                  f"{self.address(src, src_coords)};")
+        self.close(len(coords))
+
+    def gather(self, src: _View, index: _View, dst: _View) -> None:
+        coords = self.element_loops(dst.sizes)
+        k = len(index.sizes)
+        row = self.fresh("r")
+        hi = max(src.sizes[0] - 1, 0)
+        self.line(f"const int64_t {row} = stripe_imin(stripe_imax((int64_t)"
+                  f"{self.address(index, coords[:k])}, 0), {hi});")
+        self.line(f"{self.address(dst, coords)} = ({C_TYPES[dst.dtype]})"
+                  f"{self.address(src, [row] + coords[k:])};")
+        self.close(len(coords))
+
+    def scatter(self, src: _View, index: _View, dst: _View) -> None:
+        coords = self.element_loops(dst.sizes)
+        self.line(f"{self.address(dst, coords)} = 0;")
+        self.close(len(coords))
+        coords = self.element_loops(src.sizes)
+        k = len(index.sizes)
+        row = self.fresh("r")
+        self.line(f"const int64_t {row} = (int64_t){self.address(index, coords[:k])};")
+        self.open(f"if ({row} >= 0 && {row} < {dst.sizes[0]})")
+        self.line(f"{self.address(dst, [row] + coords[k:])} += ({C_TYPES[dst.dtype]})"
+                  f"{self.address(src, coords)};")
+        self.close(1 + len(coords))
+
+
+def _store_text(view: _View, value: str, agg: AggOp) -> str:
+    p = f"*{view.cname}"
+    if agg is AggOp.ASSIGN:
+        return f"{p} = {value};"
+    if agg is AggOp.ADD:
+        return f"{p} += {value};"
+    if agg is AggOp.MUL:
+        return f"{p} *= {value};"
+    op = ">" if agg is AggOp.MAX else "<"
+    return f"{{ const {C_TYPES[view.dtype]} t_ = {value}; if (t_ {op} {p}) {p} = t_; }}"
+
+
+_FLOAT_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin",
+                "cos": "cos", "abs": "fabs", "floor": "floor", "ceil": "ceil", "pow": "pow",
+                "mod": "fmod"}
+_CMP = {"cmp_eq": "==", "cmp_ne": "!=", "cmp_lt": "<", "cmp_le": "<=", "cmp_gt": ">",
+        "cmp_ge": ">="}
+_BINOPS = {"add": "+", "sub": "-", "mul": "*", "bit_and": "&", "bit_or": "|", "bit_xor": "^",
+           "shl": "<<", "shr": ">>"}
+
+
+def intrinsic_expr(name: str, dtype: DType, args: list[tuple[str, DType]], path: str) -> str:
+    """C expression for one intrinsic (inputs converted to ``dtype`` unless noted)."""
+    t = C_TYPES[dtype]
+    conv = [f"(({t}){a})" for a, _ in args]
+    if name in _CMP:
+        common = args[0][1]
+        for _, d in args[1:]:
+            common = promote(common, d)
+        ct = C_TYPES[common]
+        return f"(({ct}){args[0][0]} {_CMP[name]} ({ct}){args[1][0]})"
+    if name == "cond":
+        return f"(((_Bool){args[0][0]}) ? {conv[1]} : {conv[2]})"
+    if name in ("cast", "assign"):
+        return f"(({t}){args[0][0]})"
+    if name in _BINOPS:
+        return f"({t})({conv[0]} {_BINOPS[name]} {conv[1]})"
+    if name == "neg":
+        return f"({t})(-{conv[0]})"
+    if name == "not":
+        return f"(!((_Bool){args[0][0]}))"
+    if name == "bit_not":
+        return f"({t})(~{conv[0]})"
+    if name == "and":
+        return f"(((_Bool){args[0][0]}) && ((_Bool){args[1][0]}))"
+    if name == "or":
+        return f"(((_Bool){args[0][0]}) || ((_Bool){args[1][0]}))"
+    if name in ("min", "max"):
+        op = "<" if name == "min" else ">"
+        return f"({conv[0]} {op} {conv[1]} ? {conv[0]} : {conv[1]})"
+    if name in ("div", "mod") and not dtype.is_float:
+        a, b = conv
+        if name == "div":
+            return f"({b} == 0 ? ({t})0 : ({b} == -1 ? ({t})(0 - {a}) : ({t})({a} / {b})))"
+        return f"({b} == 0 || {b} == -1 ? ({t})0 : ({t})({a} % {b}))"
+    if name == "div":
+        return f"({conv[0]} / {conv[1]})"
+    if dtype.is_float and name in _FLOAT_FUNCS:
+        fn = _FLOAT_FUNCS[name] + ("f" if dtype is DType.FLOAT32 else "")
+        return f"{fn}({', '.join(conv)})"
+    if name in ("floor", "ceil"):
+        return conv[0]
+    if name == "abs":
+        return f"({conv[0]} < 0 ? ({t})(0 - {conv[0]}) : {conv[0]})"
+    if name == "pow":
+        return f"({t})stripe_ipow((int64_t){conv[0]}, (int64_t){conv[1]})"
+    if name in _FLOAT_FUNCS:
+        return f"({t}){_FLOAT_FUNCS[name]}((double){conv[0]})"
+    raise IRError(f"cannot emit intrinsic '{name}'", path)
+
+
+_HANDLERS: dict[type, Callable[[_Emitter, Statement, _Scope, str], None]] = {
+    Load: _Emitter.load,  # type: ignore[dict-item]
+    Store: _Emitter.store,  # type: ignore[dict-item]
+    Constant: _Emitter.constant,  # type: ignore[dict-item]
+    LoadIndex: _Emitter.load_index,  # type: ignore[dict-item]
+    Intrinsic: _Emitter.intrinsic,  # type: ignore[dict-item]
+    Special: _Emitter.special,  # type: ignore[dict-item]
+}
+
+
+def emit_c(program: Block) -> CProgram:
+    """The C translation unit for a verified ``#program`` block."""
+    return _Emitter().program(program)

@@ -1,0 +1,149 @@
+"""``stripe.compile``: Tile source -> lowered, optimised, verified IR -> C -> a callable.
+
+    prog = stripe.compile(source, inputs, target=None)
+    outs = prog(**arrays)      # {output name: ndarray}
+    prog.ir, prog.trace, prog.c_source
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import numpy as np
+
+from stripe.codegen.build import build
+from stripe.codegen.c_emitter import BufferSpec, CProgram, emit_c
+
+from .dtypes import DType
+from .errors import StripeError
+from .ir import Block
+from .tile import lower
+from .verify import verify as verify_ir
+
+
+@dataclass
+class Program:
+    """A compiled program. Call it with keyword arrays; it returns fresh output arrays."""
+
+    ir: Block
+    trace: list[tuple[str, Block]]
+    c_program: CProgram
+    module: ModuleType = field(repr=False)
+
+    @property
+    def c_source(self) -> str:
+        return self.c_program.source
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(b.name for b in self.c_program.inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(b.name for b in self.c_program.outputs)
+
+    def __call__(self, **arrays: np.ndarray) -> dict[str, np.ndarray]:
+        check_arguments(self.c_program.inputs, arrays)
+        ffi, lib = self.module.ffi, self.module.lib
+        keep: list[object] = []
+        outs: list[tuple[BufferSpec, np.ndarray]] = []
+        args = ffi.new("void *[]", max(len(self.c_program.buffers), 1))
+        for k, spec in enumerate(self.c_program.buffers):
+            if spec.is_output:
+                flat = np.zeros(_span(spec), dtype=spec.dtype.np)
+                outs.append((spec, flat))
+            else:
+                flat = _to_layout(np.asarray(arrays[spec.name]), spec)
+            keep.append(flat)
+            args[k] = ffi.from_buffer(flat) if flat.size else ffi.NULL
+        lib.stripe_run(args)
+        return {spec.name: _from_layout(flat, spec) for spec, flat in outs}
+
+
+def check_arguments(specs: tuple[BufferSpec, ...], arrays: Mapping[str, object]) -> None:
+    """Raise a clear StripeError unless ``arrays`` match the compiled inputs exactly."""
+    expected = {s.name: s for s in specs}
+    missing = [n for n in expected if n not in arrays]
+    extra = sorted(n for n in arrays if n not in expected)
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing input(s) {', '.join(missing)}")
+        if extra:
+            parts.append(f"unexpected input(s) {', '.join(extra)}")
+        raise StripeError(f"{'; '.join(parts)}; the program takes "
+                          f"{', '.join(expected) or 'no inputs'}")
+    for name, spec in expected.items():
+        value = arrays[name]
+        if not isinstance(value, np.ndarray):
+            raise StripeError(f"input {name} must be a numpy array, got {type(value).__name__}")
+        if tuple(value.shape) != spec.sizes:
+            raise StripeError(f"input {name} has shape {tuple(value.shape)}, compiled for "
+                              f"{spec.sizes}")
+        if value.dtype != spec.dtype.np:
+            raise StripeError(f"input {name} has dtype {value.dtype}, compiled for "
+                              f"{spec.dtype.long_name} (convert it explicitly)")
+
+
+def _span(spec: BufferSpec) -> int:
+    if any(s == 0 for s in spec.sizes):
+        return 0
+    return 1 + sum((s - 1) * st for s, st in zip(spec.sizes, spec.strides))
+
+
+def _view(flat: np.ndarray, spec: BufferSpec) -> np.ndarray:
+    item = flat.itemsize
+    return np.lib.stride_tricks.as_strided(
+        flat, shape=spec.sizes, strides=tuple(st * item for st in spec.strides))
+
+
+def _to_layout(value: np.ndarray, spec: BufferSpec) -> np.ndarray:
+    if spec.strides == _packed_strides(spec.sizes):
+        return np.ascontiguousarray(value).reshape(-1)
+    flat = np.zeros(_span(spec), dtype=value.dtype)
+    if flat.size:
+        _view(flat, spec)[...] = value
+    return flat
+
+
+def _from_layout(flat: np.ndarray, spec: BufferSpec) -> np.ndarray:
+    if not flat.size:
+        return np.zeros(spec.sizes, dtype=flat.dtype)
+    if spec.strides == _packed_strides(spec.sizes):
+        return flat.reshape(spec.sizes)
+    return np.array(_view(flat, spec))
+
+
+def _packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for s in reversed(sizes):
+        out.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(out))
+
+
+def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None,
+                    flags: tuple[str, ...] = ("-march=native",)) -> Program:
+    """Verify, emit and build an already lowered (and optionally optimised) program."""
+    verify_ir(program)
+    c_program = emit_c(program)
+    module = build(c_program.source, flags, openmp=c_program.uses_openmp)
+    return Program(program, trace or [("lower", program)], c_program, module)
+
+
+def compile(source: str, inputs: Mapping[str, object], target: str | None = None,
+            ) -> Program:
+    """Lower Tile ``source`` for ``inputs`` (arrays or ``(shape, dtype)`` pairs) and build it.
+
+    ``target=None`` runs no optimisation passes.
+    """
+    if target is not None:
+        raise StripeError(f"unknown target {target!r}: hardware configs arrive with the pass "
+                          f"manager; the only target today is None (no passes)")
+    program = lower(source, dict(inputs))
+    return compile_program(program, [("lower", program)])
+
+
+__all__ = ["Program", "compile", "compile_program", "check_arguments", "DType"]
