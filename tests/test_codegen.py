@@ -1,0 +1,134 @@
+"""The C back end: emission, build cache, argument checking."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from irbuild import F32, element, matmul, program
+
+import stripe.codegen.build as build_mod
+from stripe.affine import Affine
+from stripe.codegen.c_emitter import emit_c
+from stripe.compiler import compile_program
+from stripe.errors import StripeError
+from stripe.ir import AggOp, Block, Index, Intrinsic, Load, RefDir, Store
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(7)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRIPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(build_mod, "_loaded", {})
+    return tmp_path / "cache"
+
+
+def test_matmul_matches_numpy(cache, rng):
+    prog = compile_program(matmul(13, 7, 9))
+    a = rng.standard_normal((13, 7)).astype(np.float32)
+    b = rng.standard_normal((7, 9)).astype(np.float32)
+    np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_golden_c_for_small_matmul():
+    text = emit_c(matmul(3, 2, 4)).source
+    golden = GOLDEN / "matmul_3x2x4.c"
+    if os.environ.get("STRIPE_REGOLD"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_emission_is_deterministic():
+    assert emit_c(matmul(5, 6, 7)).source == emit_c(matmul(5, 6, 7)).source
+
+
+def test_second_compile_hits_the_cache(cache):
+    before = build_mod.build_count
+    compile_program(matmul(5, 6, 7))
+    assert build_mod.build_count == before + 1
+    build_mod._loaded.clear()  # force the on-disk path, as a new process would
+    compile_program(matmul(5, 6, 7))
+    assert build_mod.build_count == before + 1
+
+
+def test_new_process_does_not_recompile(cache):
+    compile_program(matmul(4, 4, 4))
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import stripe.codegen.build as b\n"
+        "from irbuild import matmul\n"
+        "from stripe.compiler import compile_program\n"
+        "compile_program(matmul(4, 4, 4)); print(b.build_count)\n"
+    ) % str(Path(__file__).parent)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "STRIPE_CACHE_DIR": str(cache)}, check=True)
+    assert out.stdout.strip() == "0"
+
+
+def test_corrupt_cache_entry_is_rebuilt(cache, rng):
+    compile_program(matmul(6, 5, 4))
+    (so,) = [p for p in cache.iterdir() if p.name.endswith(".so")]
+    # Replace (never rewrite in place: this process has the old file mapped).
+    broken = so.with_suffix(".tmp")
+    broken.write_bytes(b"not a shared object")
+    os.replace(broken, so)
+    build_mod._loaded.clear()
+    before = build_mod.build_count
+    prog = compile_program(matmul(6, 5, 4))
+    assert build_mod.build_count == before + 1
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 4)).astype(np.float32)
+    np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"A": np.zeros((6, 5), np.float32)}, "missing input"),
+    ({"A": np.zeros((6, 5), np.float32), "B": np.zeros((5, 4), np.float32),
+      "Z": np.zeros(1)}, "unexpected input"),
+    ({"A": np.zeros((5, 6), np.float32), "B": np.zeros((5, 4), np.float32)}, "shape"),
+    ({"A": np.zeros((6, 5), np.float64), "B": np.zeros((5, 4), np.float32)}, "dtype"),
+    ({"A": [[0.0]], "B": np.zeros((5, 4), np.float32)}, "numpy array"),
+])
+def test_bad_arguments_are_clear_errors(cache, bad, message):
+    prog = compile_program(matmul(6, 5, 4))
+    with pytest.raises(StripeError, match=message):
+        prog(**bad)
+
+
+def test_constraints_become_bounds_and_guards(cache, rng):
+    """O[i] = max over j < 2 of I[2i + j] with a diagonal constraint i + j <= 5."""
+    n = 11
+    blk = Block("kernel_0", idxs=(Index("i", 5), Index("j", 2)),
+                constraints=(5 - Affine.of("i") - Affine.of("j"), Affine.of("i") - 1),
+                refs=(element(RefDir.IN, "I", [2 * Affine.of("i") + Affine.of("j")], (n,)),
+                      element(RefDir.OUT, "O", ["i"], (5,), AggOp.MAX)),
+                stmts=(Load("I", "$x"), Store("$x", "O")), tags=frozenset({"kernel"}))
+    prog = compile_program(program({"I": (n,)}, {"O": (5,)}, [blk]))
+    x = rng.standard_normal(n).astype(np.float32)
+    expect = np.zeros(5, np.float32)
+    for i in range(1, 5):
+        expect[i] = max(0.0, *(x[2 * i + j] for j in range(2) if i + j <= 5))
+    np.testing.assert_allclose(prog(I=x)["O"], expect)
+    assert "if (" in prog.c_source  # the two-index constraint stays a guard
+
+
+def test_ir_names_never_reach_c_code():
+    """A hostile buffer name appears nowhere in the emitted C, not even in a comment."""
+    evil = "A*/ system(\"rm\"); /*"
+    blk = Block("kernel_0", idxs=(Index("i", 3),),
+                refs=(element(RefDir.IN, evil, ["i"], (3,)),
+                      element(RefDir.OUT, "O", ["i"], (3,))),
+                stmts=(Load(evil, "$x"), Intrinsic("neg", ("$x",), ("$y",), F32),
+                       Store("$y", "O")))
+    text = emit_c(program({evil: (3,)}, {"O": (3,)}, [blk])).source
+    assert "system" not in text and "rm" not in text.replace("rm(", "")
