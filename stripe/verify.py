@@ -150,9 +150,12 @@ def _ref_problems(block: Block, parent: _Parent | None) -> Iterator[str]:
 
 
 def _shape_problems(block: Block, r: Refinement) -> Iterator[str]:
-    for d, size in enumerate(r.shape.sizes):
+    for d, (size, stride) in enumerate(zip(r.shape.sizes, r.shape.strides)):
         if size < 0:
             yield f"refinement '{r.into}' has size {size} in dimension {d}"
+        if stride < 0:
+            # Layouts are non-negative; a reversed traversal is written in the access affine.
+            yield f"refinement '{r.into}' has negative stride {stride} in dimension {d}"
     if r.is_alloc:
         if r.access and (len(r.access) != r.shape.rank or any(not a.is_zero for a in r.access)):
             yield f"allocation '{r.into}' has a non-zero access"

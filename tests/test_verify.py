@@ -526,3 +526,12 @@ def test_a_hundred_kernels_verify_quickly():
     again = time.perf_counter() - start
     assert first < 5.0, first
     assert again < max(first / 3, 0.05), (first, again)
+
+
+def test_negative_stride():
+    prog = matmul(3, 4, 5)
+    a = prog.refs[0]
+    flipped = a.shape.with_sizes(a.shape.sizes)
+    flipped = type(flipped)(flipped.dtype, (flipped.dims[0], type(flipped.dims[1])(4, -1)))
+    fails(prog.replace(refs=(a.__class__(**{**a.__dict__, "shape": flipped}),) + prog.refs[1:]),
+          "program: refinement 'A' has negative stride -1 in dimension 1")
