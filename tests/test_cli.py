@@ -1,0 +1,69 @@
+"""The ``stripe`` command line: the README's main job, dumps, and errors without tracebacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stripe.cli import main, parse_input_spec
+from stripe.dtypes import DType
+from stripe.errors import StripeError
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CONV = ["--input", "I=1x9x7x3:float32", "--input", "F=3x3x3x5:float32"]
+
+
+def test_run_with_check_is_the_readme_main_job(capsys):
+    assert main(["run", str(EXAMPLES / "conv2d.tile"), *CONV, "--check", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "O: 1x9x7x5 float32" in out
+    assert "check against the interpreter: max error" in out and "(ok)" in out
+
+
+def test_show_prints_the_lowered_ir(capsys):
+    assert main(["show", str(EXAMPLES / "conv2d.tile"), *CONV]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("#program") and "#contraction" in out
+
+
+def test_compile_writes_dumps(tmp_path, capsys):
+    dump = tmp_path / "dump"
+    assert main(["compile", str(EXAMPLES / "conv2d.tile"), *CONV, "--dump-dir", str(dump)]) == 0
+    assert sorted(p.name for p in dump.iterdir()) == ["00_lower.stripe", "kernel.c"]
+    assert (dump / "00_lower.stripe").read_text().startswith("#program")
+
+
+def test_input_spec_parsing():
+    assert parse_input_spec("A=37x23:float32") == ("A", ((37, 23), DType.FLOAT32))
+    assert parse_input_spec("B=5:int8") == ("B", ((5,), DType.INT8))
+    with pytest.raises(StripeError, match="expected NAME=SIZExSIZE"):
+        parse_input_spec("A=3y4")
+    with pytest.raises(StripeError, match="unknown dtype"):
+        parse_input_spec("A=3:float16")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "missing.tile", "--input", "A=3:float32"], "cannot read missing.tile"),
+    (["run", str(EXAMPLES / "conv2d.tile"), "--input", "I=1x9x7:float32",
+      "--input", "F=3x3x3x5:float32"], "I"),
+    (["run", str(EXAMPLES / "conv2d.tile"), *CONV, "--target", "nowhere"], "target"),
+])
+def test_errors_are_one_line_and_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stripe: error:") and message in err
+    assert "Traceback" not in err
+
+
+def test_syntax_error_points_at_the_column(tmp_path, capsys):
+    bad = tmp_path / "bad.tile"
+    bad.write_text("function (A[N]) -> (B) {\n    B[i : N] = +(A[i] * );\n}\n")
+    assert main(["show", str(bad), "--input", "A=4:float32"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "^" in err
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    with pytest.raises(StripeError):
+        main(["show", "missing.tile", "--debug"])
