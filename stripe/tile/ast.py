@@ -1,0 +1,163 @@
+"""The Tile abstract syntax tree: frozen dataclasses, every node with its source position.
+
+Polynomials (``Poly*``) are the index expressions of contractions and the size expressions
+(output sizes, constraint bounds, ``reshape`` sizes); a ``PolyName`` is an index when its name
+starts with a lowercase letter and a dimension size when it starts with an uppercase one.
+Expressions (``Num``, ``Name``, ``Call``, ``Unary``, ``Binary``, ``Ternary``) are the right-hand
+sides of elementwise statements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True)
+class Pos:
+    line: int
+    column: int
+
+
+# polynomials -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PolyNum:
+    value: int
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class PolyName:
+    name: str
+    pos: Pos
+
+    @property
+    def is_index(self) -> bool:
+        return self.name[0].islower()
+
+
+@dataclass(frozen=True)
+class PolyNeg:
+    x: Poly
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class PolyBin:
+    op: str  # + - * /
+    a: Poly
+    b: Poly
+    pos: Pos  # the operator
+
+
+Poly = Union[PolyNum, PolyName, PolyNeg, PolyBin]
+
+
+# expressions -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Num:
+    value: Union[int, float]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Name:
+    name: str
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Call:
+    fn: str
+    args: tuple[Expr, ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # - ! ~
+    x: Expr
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    a: Expr
+    b: Expr
+    pos: Pos  # the operator
+
+
+@dataclass(frozen=True)
+class Ternary:
+    cond: Expr
+    a: Expr
+    b: Expr
+    pos: Pos
+
+
+Expr = Union[Num, Name, Call, Unary, Binary, Ternary]
+
+
+# statements --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TensorRef:
+    """``name[idxs]`` in a contraction."""
+
+    name: str
+    idxs: tuple[Poly, ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """``poly < bound``, meaning ``0 <= poly < bound`` (PlaidML's range constraint)."""
+
+    poly: Poly
+    bound: Poly
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Contraction:
+    out: TensorRef
+    sizes: tuple[Poly, ...] | None  # None when written without ``:``
+    agg: str  # + * > < =
+    comb: str | None  # None (one input), "*", "+" or "?" (A == B ? C)
+    inputs: tuple[TensorRef, ...]
+    constraints: tuple[Constraint, ...]
+    no_defract: bool
+    default: Name | None
+    pos: Pos
+    text: str  # the statement's source, one line
+
+
+@dataclass(frozen=True)
+class Assign:
+    name: str
+    expr: Expr
+    pos: Pos
+    text: str
+
+
+Statement = Union[Contraction, Assign]
+
+
+@dataclass(frozen=True)
+class Param:
+    """An input: ``dims`` is None for ``I`` (any shape); entries are dimension names or ints."""
+
+    name: str
+    dims: tuple[Union[PolyName, PolyNum], ...] | None
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Function:
+    params: tuple[Param, ...]
+    outputs: tuple[Name, ...]
+    stmts: tuple[Statement, ...]
+    pos: Pos

@@ -1,0 +1,493 @@
+"""Lowering a Tile function to a Stripe program (after PlaidML's ``gen_stripe``).
+
+Output (the program contract of ``stripe/ir.py``): a root block ``program`` tagged
+``program`` with one allocation per tensor (inputs ``in`` + ``user``, outputs ``out`` +
+``user``, then temporaries ``none`` + ``tmp``; packed row-major strides), whose single
+statement is the block ``main`` (tagged ``main``) viewing every buffer, whose statements are
+the kernels ``kernel_0``, ``kernel_1``, ... in execution order, each tagged ``kernel`` and
+carrying its Tile statement in ``comments``:
+
+* a contraction ``O[...] = agg(...)`` gives its initialisation kernel(s) then the contraction
+  kernel (tags ``contraction``, ``agg_op_<op>``, ``comb_op_<op>`` or
+  ``agg_op_<op>_no_comb_op``). Initialisation, per ``docs/semantics.md``: when every output
+  element is provably written, one ``init`` kernel stores the aggregation identity everywhere;
+  otherwise a ``zero`` kernel stores 0 everywhere and, if the identity is not 0, an ``init``
+  kernel over the contraction's own domain stores the identity with ``min``/``max``
+  aggregation. With ``default D`` a ``copy`` kernel copies D into O instead, and the
+  contraction aggregates onto it;
+* an elementwise statement gives one kernel (tags ``eltwise``, ``eltwise_<top op>``) over the
+  output shape, broadcast dimensions read at 0;
+* ``reshape``/``gather``/``scatter`` give a kernel (tag ``special``) holding the Special.
+
+Names: buffers and refinements are Tile tensor names (uppercase identifiers; a second view of
+the same tensor in one kernel gets a fresh ``<name>_<k>`` that no Tile tensor uses); scalars
+are ``$<ref>`` for loads and ``$<output>`` for the result, generated scalars are lowercase
+(``$t0``, ``$c0``, ``$x0``, ``$eq``, ``$zero``, ``$identity``), so none can collide.
+Contraction kernels use the Tile index names; other kernels use ``i1, i2, ...``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Union
+
+import numpy as np
+
+from .. import tags as T
+from ..affine import Affine
+from ..dtypes import DType, promote
+from ..errors import ShapeError, TileError, TypeError_
+from ..ir import (
+    AggOp,
+    Block,
+    Constant,
+    Index,
+    Intrinsic,
+    Load,
+    LoadIndex,
+    RefDir,
+    Refinement,
+    Special,
+    Statement,
+    Store,
+    TensorShape,
+)
+from . import ast as A
+from .parser import parse
+from .ranges import Plan, infer_ranges
+from .shapes import TensorInfo, bind_inputs, eval_size, poly_names, to_affine
+from .typecheck import TConst, TIndex, TNode, TOp, TSpecial, TTensor, check_statement
+
+_AGG = {"+": AggOp.ADD, "*": AggOp.MUL, ">": AggOp.MAX, "<": AggOp.MIN, "=": AggOp.ASSIGN}
+_COMB = {"*": "mul", "+": "add", "?": "cond"}
+Scalar = Union[int, float, bool]
+
+
+def lower(source: str, inputs: Mapping[str, object]) -> Block:
+    """Tile source and input arrays (or ``(shape, dtype)`` pairs) -> the ``program`` block."""
+    return _Lowering(parse(source), inputs).run()
+
+
+# small builders ------------------------------------------------------------------------------
+
+def _full_shape(info: TensorInfo) -> TensorShape:
+    return TensorShape.packed(info.dtype, info.sizes)
+
+
+def _element_shape(info: TensorInfo) -> TensorShape:
+    """A one-element view with the parent's strides."""
+    return _full_shape(info).with_sizes([1] * info.rank)
+
+
+def _out_space(sizes: Sequence[int]) -> tuple[tuple[Index, ...], tuple[Affine, ...]]:
+    """Indexes ``i1, i2, ...`` over the dimensions of ``sizes`` larger than 1, and the access
+    of a tensor of exactly that shape (size-1 dimensions at 0)."""
+    idxs, access = [], []
+    for k, size in enumerate(sizes):
+        if size > 1:
+            idxs.append(Index(f"i{k + 1}", size))
+            access.append(Affine.of(f"i{k + 1}"))
+        else:
+            access.append(Affine())
+    return tuple(idxs), tuple(access)
+
+
+def _broadcast_access(out_access: Sequence[Affine], sizes: Sequence[int]) -> tuple[Affine, ...]:
+    """Access of an operand of shape ``sizes`` inside a kernel over the output: dimensions
+    right-aligned, size-1 dimensions read at 0."""
+    offset = len(out_access) - len(sizes)
+    return tuple(Affine() if s == 1 else out_access[offset + k] for k, s in enumerate(sizes))
+
+
+def _identity(agg: AggOp, dtype: DType) -> Scalar:
+    if agg is AggOp.MUL:
+        return _typed(1, dtype)
+    if agg in (AggOp.ADD, AggOp.ASSIGN):
+        return _typed(0, dtype)
+    lowest = agg is AggOp.MAX
+    if dtype is DType.BOOL:
+        return not lowest
+    if dtype.is_float:
+        return float("-inf") if lowest else float("inf")
+    info = np.iinfo(dtype.np)
+    return int(info.min if lowest else info.max)
+
+
+def _typed(value: int, dtype: DType) -> Scalar:
+    if dtype is DType.BOOL:
+        return bool(value)
+    return float(value) if dtype.is_float else int(value)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _kernel_tags(*names: str) -> frozenset[str]:
+    return frozenset((T.KERNEL, *names))
+
+
+# the lowering --------------------------------------------------------------------------------
+
+class _Lowering:
+    def __init__(self, fn: A.Function, inputs: Mapping[str, object]) -> None:
+        self.fn = fn
+        self.dims, self.tensors = bind_inputs(fn, inputs)
+        self.outputs = self._check_outputs()
+        self.targets = {s.out.name if isinstance(s, A.Contraction) else s.name
+                        for s in fn.stmts}
+        self.tile_names = set(self.tensors) | self.targets
+        self.assigned: dict[str, A.Pos] = {}
+        self.kernels: list[Block] = []
+
+    def run(self) -> Block:
+        for stmt in self.fn.stmts:
+            if isinstance(stmt, A.Contraction):
+                self._contraction(stmt)
+            else:
+                self._assignment(stmt)
+        for out in self.fn.outputs:
+            if out.name not in self.assigned:
+                raise TileError(f"output {out.name} is never assigned", out.pos.line,
+                                out.pos.column)
+        return self._program()
+
+    # names --------------------------------------------------------------------------------
+    def _check_outputs(self) -> list[str]:
+        names: list[str] = []
+        for out in self.fn.outputs:
+            if out.name in names:
+                raise TileError(f"output {out.name} is listed twice", out.pos.line,
+                                out.pos.column)
+            if out.name in self.tensors:
+                raise TileError(f"output {out.name} is also an input; return a copy instead "
+                                f"(e.g. O = {out.name};)", out.pos.line, out.pos.column)
+            if out.name in self.dims:
+                raise TileError(f"output {out.name} is a dimension name", out.pos.line,
+                                out.pos.column)
+            names.append(out.name)
+        return names
+
+    def _lookup(self, n: A.Name) -> TensorInfo | None:
+        """The tensor called ``n`` (None for a dimension name, which is an integer)."""
+        if n.name in self.tensors:
+            return self.tensors[n.name]
+        if n.name in self.dims:
+            return None
+        if n.name in self.targets:
+            raise TileError(f"tensor {n.name} is used before it is assigned", n.pos.line,
+                            n.pos.column)
+        raise TileError(f"unknown name {n.name}", n.pos.line, n.pos.column)
+
+    def _tensor(self, name: str, pos: A.Pos) -> TensorInfo:
+        info = self._lookup(A.Name(name, pos))
+        if info is None:
+            raise TileError(f"{name} is a dimension, not a tensor", pos.line, pos.column)
+        return info
+
+    def _check_target(self, name: str, pos: A.Pos) -> None:
+        if name in self.assigned:
+            first = self.assigned[name]
+            raise TileError(f"{name} is assigned twice (first at line {first.line})",
+                            pos.line, pos.column)
+        if name in self.tensors:
+            raise TileError(f"cannot assign to input {name}", pos.line, pos.column)
+        if name in self.dims:
+            raise TileError(f"{name} is a dimension name; choose another tensor name",
+                            pos.line, pos.column)
+
+    def _define(self, name: str, dtype: DType, sizes: tuple[int, ...], pos: A.Pos) -> TensorInfo:
+        role = "out" if name in self.outputs else "tmp"
+        info = TensorInfo(name, dtype, sizes, role, pos)
+        self.tensors[name] = info
+        self.assigned[name] = pos
+        return info
+
+    def _fresh_ref(self, name: str, used: set[str]) -> str:
+        if name not in used:
+            return name
+        k = 2
+        while f"{name}_{k}" in used or f"{name}_{k}" in self.tile_names:
+            k += 1
+        return f"{name}_{k}"
+
+    def _add_kernel(self, text: str, tags: frozenset[str], idxs: Sequence[Index] = (),
+                    constraints: Sequence[Affine] = (), refs: Sequence[Refinement] = (),
+                    stmts: Sequence[Statement] = ()) -> None:
+        self.kernels.append(Block(
+            name=f"kernel_{len(self.kernels)}", comments=text, idxs=tuple(idxs),
+            constraints=tuple(constraints), refs=tuple(refs), stmts=tuple(stmts), tags=tags))
+
+    # contractions -------------------------------------------------------------------------
+    def _contraction(self, c: A.Contraction) -> None:
+        out_name = c.out.name
+        self._check_target(out_name, c.out.pos)
+        if c.sizes is None and c.out.idxs:
+            raise TileError(f"contraction output needs its sizes, as in {out_name}[i, j : N, M]",
+                            c.out.pos.line, c.out.pos.column)
+        sizes = tuple(self._size(p, "an output size") for p in (c.sizes or ()))
+        if len(sizes) != len(c.out.idxs):
+            raise ShapeError(f"{out_name} has {_count(len(c.out.idxs), 'index', 'indexes')} but "
+                             f"{_count(len(sizes), 'size', 'sizes')}",
+                             c.out.pos.line, c.out.pos.column)
+        ins = [self._tensor(r.name, r.pos) for r in c.inputs]
+        for r, info in zip(c.inputs, ins):
+            if len(r.idxs) != info.rank:
+                count = _count(len(r.idxs), "index", "indexes")
+                raise ShapeError(f"{r.name} has rank {info.rank} but is indexed with {count}",
+                                 r.pos.line, r.pos.column)
+        dtype = self._contraction_dtype(c, ins)
+        default = self._default(c, sizes)
+        order, first_use = self._index_order(c)
+
+        def affines(ref: A.TensorRef) -> tuple[Affine, ...]:
+            return tuple(to_affine(p, self.dims, self.tensors) for p in ref.idxs)
+
+        user = [(to_affine(k.poly, self.dims, self.tensors),
+                 self._size(k.bound, "a constraint bound")) for k in c.constraints]
+        plan = infer_ranges(order, affines(c.out), sizes,
+                            [(affines(r), info.sizes) for r, info in zip(c.inputs, ins)],
+                            user, first_use)
+        out = self._define(out_name, dtype, sizes, c.out.pos)
+        if out.elem_count == 0:
+            return
+        agg = _AGG[c.agg]
+        self._init_kernels(c, out, agg, plan, default)
+        if not plan.empty:
+            self._contraction_kernel(c, out, ins, agg, plan)
+
+    def _size(self, p: A.Poly, what: str) -> int:
+        value = eval_size(p, self.dims, self.tensors, what)
+        if value < 0:
+            pos = p.pos
+            raise ShapeError(f"{what} evaluates to {value}", pos.line, pos.column)
+        return value
+
+    @staticmethod
+    def _contraction_dtype(c: A.Contraction, ins: Sequence[TensorInfo]) -> DType:
+        if c.comb is None:
+            dtype = ins[0].dtype
+        elif c.comb == "?":
+            dtype = ins[2].dtype
+        else:
+            dtype = promote(ins[0].dtype, ins[1].dtype)
+        if dtype is DType.BOOL and c.agg in "+*":
+            raise TypeError_(f"aggregation '{c.agg}' of bool values; convert with as_int first",
+                             c.out.pos.line, c.out.pos.column)
+        return dtype
+
+    def _default(self, c: A.Contraction, sizes: tuple[int, ...]) -> TensorInfo | None:
+        if c.default is None:
+            return None
+        info = self._tensor(c.default.name, c.default.pos)
+        if info.sizes != sizes:
+            raise ShapeError(f"default {info.name} has shape {info.sizes} but {c.out.name} has "
+                             f"shape {sizes}", c.default.pos.line, c.default.pos.column)
+        return info
+
+    @staticmethod
+    def _index_order(c: A.Contraction) -> tuple[list[str], dict[str, A.Pos]]:
+        """Index names in first-use order (output, inputs, constraints); checks that every
+        output index is also used in an input or a constraint."""
+        first_use: dict[str, A.Pos] = {}
+        used_outside: set[str] = set()
+        polys: list[tuple[A.Poly, bool]] = [(p, False) for p in c.out.idxs]
+        polys += [(p, True) for r in c.inputs for p in r.idxs]
+        polys += [(k.poly, True) for k in c.constraints]
+        for p, outside in polys:
+            for n in poly_names(p):
+                if n.is_index:
+                    first_use.setdefault(n.name, n.pos)
+                    if outside:
+                        used_outside.add(n.name)
+        for p in c.out.idxs:
+            for n in poly_names(p):
+                if n.is_index and n.name not in used_outside:
+                    raise TileError(f"index {n.name} is used only in the output (use it in an "
+                                    f"input or bound it with a constraint, e.g. '{n.name} < N')",
+                                    n.pos.line, n.pos.column)
+        return list(first_use), first_use
+
+    def _init_kernels(self, c: A.Contraction, out: TensorInfo, agg: AggOp, plan: Plan,
+                      default: TensorInfo | None) -> None:
+        idxs, access = _out_space(out.sizes)
+        if default is not None:
+            src = _broadcast_access(access, default.sizes)
+            self._add_kernel(c.text, _kernel_tags(T.COPY), idxs, refs=(
+                Refinement(RefDir.IN, default.name, default.name, src, _element_shape(default)),
+                Refinement(RefDir.OUT, out.name, out.name, access, _element_shape(out)),
+            ), stmts=(Load(default.name, f"${default.name}"), Store(f"${default.name}", out.name)))
+            return
+        identity = _identity(agg, out.dtype)
+        if plan.covers_output:
+            self._fill(c.text, out, identity, "$identity", T.INIT)
+            return
+        self._fill(c.text, out, _typed(0, out.dtype), "$zero", T.ZERO)
+        if identity == 0 or plan.empty:
+            return
+        # the identity where the contraction writes; min/max force it over the zero
+        force = AggOp.MIN if identity < 0 else AggOp.MAX
+        self._add_kernel(
+            c.text, _kernel_tags(T.INIT), [Index(n, r) for n, r in plan.idxs], plan.constraints,
+            refs=(Refinement(RefDir.OUT, out.name, out.name, plan.out_access,
+                             _element_shape(out), agg_op=force),),
+            stmts=(Constant("$identity", identity, out.dtype), Store("$identity", out.name)))
+
+    def _fill(self, text: str, out: TensorInfo, value: Scalar, scalar: str, tag: str) -> None:
+        idxs, access = _out_space(out.sizes)
+        self._add_kernel(text, _kernel_tags(tag), idxs, refs=(
+            Refinement(RefDir.OUT, out.name, out.name, access, _element_shape(out)),),
+            stmts=(Constant(scalar, value, out.dtype), Store(scalar, out.name)))
+
+    def _contraction_kernel(self, c: A.Contraction, out: TensorInfo,
+                            ins: Sequence[TensorInfo], agg: AggOp, plan: Plan) -> None:
+        refs: list[Refinement] = []
+        stmts: list[Statement] = []
+        local_of: dict[tuple[str, tuple[Affine, ...]], str] = {}
+        used: set[str] = {out.name}
+        scalars: list[str] = []
+        for info, access in zip(ins, plan.in_accesses):
+            key = (info.name, access)
+            if key not in local_of:
+                local = self._fresh_ref(info.name, used)
+                used.add(local)
+                local_of[key] = local
+                refs.append(Refinement(RefDir.IN, info.name, local, access, _element_shape(info),
+                                       tags=frozenset({T.CONTRACTION})))
+                stmts.append(Load(local, f"${local}"))
+            scalars.append(f"${local_of[key]}")
+        refs.append(Refinement(RefDir.OUT, out.name, out.name, plan.out_access,
+                               _element_shape(out), agg_op=agg))
+        result = f"${out.name}"
+        agg_tag = T.agg_op_tag(agg.value)
+        if c.comb is None:
+            result = scalars[0]
+            comb_tag = f"{agg_tag}_no_comb_op"
+        elif c.comb == "?":
+            stmts += [Intrinsic("cmp_eq", tuple(scalars[:2]), ("$eq",), DType.BOOL),
+                      Constant("$zero", _typed(0, out.dtype), out.dtype),
+                      Intrinsic("cond", ("$eq", scalars[2], "$zero"), (result,), out.dtype)]
+            comb_tag = T.comb_op_tag("cond")
+        else:
+            stmts.append(Intrinsic(_COMB[c.comb], tuple(scalars), (result,), out.dtype))
+            comb_tag = T.comb_op_tag(_COMB[c.comb])
+        stmts.append(Store(result, out.name))
+        self._add_kernel(c.text, _kernel_tags(T.CONTRACTION, agg_tag, comb_tag),
+                         [Index(n, r) for n, r in plan.idxs], plan.constraints, refs, stmts)
+
+    # elementwise statements and specials --------------------------------------------------
+    def _assignment(self, s: A.Assign) -> None:
+        self._check_target(s.name, s.pos)
+        node = check_statement(s.expr, self._lookup, self.dims)
+        out = self._define(s.name, node.dtype, tuple(node.shape), s.pos)
+        if out.elem_count == 0:
+            return
+        if isinstance(node, TSpecial):
+            self._special_kernel(s, node, out)
+        else:
+            _Eltwise(self, s, node, out).emit()
+
+    def _special_kernel(self, s: A.Assign, node: TSpecial, out: TensorInfo) -> None:
+        if node.name == "gather" and self.tensors[node.inputs[0]].sizes[0] == 0:
+            raise ShapeError(f"gather from {node.inputs[0]}, which is empty", s.pos.line,
+                             s.pos.column)
+        refs = []
+        for name in dict.fromkeys(node.inputs):
+            info = self.tensors[name]
+            refs.append(Refinement(RefDir.IN, name, name, (Affine(),) * info.rank,
+                                   _full_shape(info)))
+        refs.append(Refinement(RefDir.OUT, out.name, out.name, (Affine(),) * out.rank,
+                               _full_shape(out)))
+        self._add_kernel(s.text, _kernel_tags(T.SPECIAL), refs=refs,
+                         stmts=(Special(node.name, node.inputs, (out.name,)),))
+
+    # the program --------------------------------------------------------------------------
+    def _program(self) -> Block:
+        reads: set[str] = set()
+        writes: set[str] = set()
+        for k in self.kernels:
+            for r in k.refs:
+                (reads if r.dir.reads else writes).add(r.from_)
+        allocs, views = [], []
+        for info in self._buffers():
+            zero = (Affine(),) * info.rank
+            shape = _full_shape(info)
+            if info.role == "in":
+                alloc_dir, tag, view_dir = RefDir.IN, T.USER, RefDir.IN
+            else:
+                alloc_dir = RefDir.OUT if info.role == "out" else RefDir.NONE
+                tag = T.USER if info.role == "out" else T.TMP
+                view_dir = RefDir.INOUT if info.name in reads else RefDir.OUT
+            allocs.append(Refinement(alloc_dir, "", info.name, zero, shape,
+                                     tags=frozenset({tag})))
+            views.append(Refinement(view_dir, info.name, info.name, zero, shape))
+        main = Block(name=T.MAIN, refs=tuple(views), stmts=tuple(self.kernels),
+                     tags=frozenset({T.MAIN}))
+        return Block(name=T.PROGRAM, refs=tuple(allocs), stmts=(main,),
+                     tags=frozenset({T.PROGRAM}))
+
+    def _buffers(self) -> list[TensorInfo]:
+        """Inputs and outputs in signature order, then temporaries in assignment order."""
+        ins = [self.tensors[p.name] for p in self.fn.params]
+        outs = [self.tensors[name] for name in self.outputs]
+        tmps = [self.tensors[name] for name in self.assigned if name not in self.outputs]
+        return ins + outs + tmps
+
+
+class _Eltwise:
+    """One kernel computing an elementwise statement's typed tree at every output point."""
+
+    def __init__(self, low: _Lowering, s: A.Assign, node: TNode, out: TensorInfo) -> None:
+        self.low, self.s, self.node, self.out = low, s, node, out
+        self.idxs, self.access = _out_space(out.sizes)
+        self.refs: list[Refinement] = []
+        self.loads: list[Statement] = []  # all loads first, then the computation
+        self.stmts: list[Statement] = []
+        self.memo: dict[object, str] = {}
+        self.counters = {"t": 0, "c": 0, "x": 0}
+
+    def _fresh(self, prefix: str) -> str:
+        k = self.counters[prefix]
+        self.counters[prefix] = k + 1
+        return f"${prefix}{k}"
+
+    def emit(self) -> None:
+        result = self._scalar(self.node, top=True)
+        self.stmts.append(Store(result, self.out.name))
+        self.refs.append(Refinement(RefDir.OUT, self.out.name, self.out.name, self.access,
+                                    _element_shape(self.out)))
+        node = self.node
+        if isinstance(node, TOp):
+            top = node.op
+        elif isinstance(node, TIndex):
+            top = "index"
+        else:
+            top = "assign"
+        extra = (T.COPY,) if isinstance(node, TTensor) else ()
+        self.low._add_kernel(self.s.text, _kernel_tags(T.ELTWISE, T.eltwise_tag(top), *extra),
+                             self.idxs, refs=self.refs, stmts=self.loads + self.stmts)
+
+    def _scalar(self, node: TNode, top: bool = False) -> str:
+        key = (type(node), node, type(node.value)) if isinstance(node, TConst) else node
+        if key in self.memo:
+            return self.memo[key]
+        if isinstance(node, TTensor):
+            info = self.low.tensors[node.name]
+            access = _broadcast_access(self.access, info.sizes)
+            self.refs.append(Refinement(RefDir.IN, info.name, info.name, access,
+                                        _element_shape(info)))
+            name = f"${info.name}"
+            self.loads.append(Load(info.name, name))
+        elif isinstance(node, TConst):
+            name = f"${self.out.name}" if top else self._fresh("c")
+            self.stmts.append(Constant(name, node.value, node.dtype))
+        elif isinstance(node, TIndex):
+            name = f"${self.out.name}" if top else self._fresh("x")
+            self.stmts.append(LoadIndex(_broadcast_access(self.access, node.shape)[node.dim],
+                                        name))
+        else:
+            args = tuple(self._scalar(a) for a in node.args)
+            name = f"${self.out.name}" if top else self._fresh("t")
+            self.stmts.append(Intrinsic(node.op, args, (name,), node.dtype))
+        self.memo[key] = name
+        return name

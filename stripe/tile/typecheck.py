@@ -1,0 +1,461 @@
+"""Typing elementwise expressions: shapes by numpy broadcasting, dtypes by numpy promotion,
+except that literals are *weak* (they do not widen a tensor's type).
+
+The result is a typed tree (:class:`TTensor`, :class:`TConst`, :class:`TIndex`, :class:`TOp`)
+whose ``op`` names are Stripe intrinsics, or a :class:`TSpecial` for a whole-statement
+``reshape``/``gather``/``scatter``. Subexpressions made only of literals and dimension names
+are folded here (with C integer semantics) into one weak literal.
+
+Literal rules (``docs/tile.md``): an integer literal takes the other operand's type (int32
+next to a bool); a float literal takes the other operand's type if it is a float type,
+float32 otherwise; the type the literal takes is the type of the operation (so ``A * 2.5``
+with int32 ``A`` is float32); a literal that does not fit the type it takes is a TypeError_. A
+statement or a ``c ? a : b`` whose value is only literals gets int32 (int64 if needed),
+float32 or bool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+
+from ..dtypes import DType, promote
+from ..errors import ShapeError, TileError, TypeError_
+from . import ast as A
+from .shapes import TensorInfo, broadcast, c_div, c_mod
+
+Scalar = Union[int, float, bool]
+
+
+@dataclass(frozen=True)
+class TTensor:
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TConst:
+    value: Scalar
+    dtype: DType
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class TIndex:
+    """``index(T, dim)``: the coordinate along ``dim`` of a tensor of ``shape`` (int32)."""
+
+    shape: tuple[int, ...]
+    dim: int
+
+    @property
+    def dtype(self) -> DType:
+        return INDEX_DTYPE
+
+
+@dataclass(frozen=True)
+class TOp:
+    op: str  # a Stripe intrinsic name
+    args: tuple[TNode, ...]
+    dtype: DType
+    shape: tuple[int, ...]
+
+
+TNode = Union[TTensor, TConst, TIndex, TOp]
+
+
+@dataclass(frozen=True)
+class TSpecial:
+    name: str  # reshape, gather, scatter
+    inputs: tuple[str, ...]
+    dtype: DType
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Weak:
+    """A literal whose type is decided by the operand it meets."""
+
+    value: Scalar
+    pos: A.Pos
+
+    @property
+    def kind(self) -> str:
+        if isinstance(self.value, bool):
+            return "bool"
+        return "int" if isinstance(self.value, int) else "float"
+
+
+INDEX_DTYPE = DType.INT32
+
+_ARITH = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod"}
+_COMPARE = {"==": "cmp_eq", "!=": "cmp_ne", "<": "cmp_lt", ">": "cmp_gt", "<=": "cmp_le",
+            ">=": "cmp_ge"}
+_LOGIC = {"&&": "and", "||": "or"}
+_BITS = {"&": "bit_and", "|": "bit_or", "^": "bit_xor", "<<": "shl", ">>": "shr"}
+_FLOAT_FNS = ("exp", "log", "sqrt", "tanh", "sin", "cos")
+_SAME_FNS = ("abs", "floor", "ceil")
+_BINARY_FNS = ("pow", "min", "max")
+_NAMED_CASTS = {d.long_name: d for d in DType}  # float32(x), bool(x), ...
+_SIZED_CASTS = {
+    "as_float": {32: DType.FLOAT32, 64: DType.FLOAT64},
+    "as_int": {8: DType.INT8, 16: DType.INT16, 32: DType.INT32, 64: DType.INT64},
+    "as_uint": {8: DType.UINT8},
+}
+SPECIAL_FNS = ("reshape", "gather", "scatter")
+FUNCTIONS = (_FLOAT_FNS + _SAME_FNS + _BINARY_FNS + tuple(_SIZED_CASTS) + ("as_bool", "index")
+             + tuple(_NAMED_CASTS) + SPECIAL_FNS)
+
+# Looks a tensor up by name (raising the right TileError), or returns None for a dimension.
+Lookup = Callable[[A.Name], "TensorInfo | None"]
+
+
+class _Checker:
+    def __init__(self, lookup: Lookup, dims: dict[str, int]) -> None:
+        self._lookup = lookup
+        self._dims = dims
+
+    # entry ----------------------------------------------------------------------------------
+    def statement(self, expr: A.Expr) -> TNode | TSpecial:
+        if isinstance(expr, A.Call) and expr.fn in SPECIAL_FNS:
+            return self._special(expr)
+        node = self.expr(expr)
+        if isinstance(node, _Weak):
+            return self._default_const(node)
+        return node
+
+    # expressions ----------------------------------------------------------------------------
+    def expr(self, e: A.Expr) -> TNode | _Weak:
+        if isinstance(e, A.Num):
+            return _Weak(e.value, e.pos)
+        if isinstance(e, A.Name):
+            info = self._lookup(e)
+            if info is None:
+                return _Weak(self._dims[e.name], e.pos)
+            return TTensor(info.name, info.dtype, info.sizes)
+        if isinstance(e, A.Unary):
+            return self._unary(e)
+        if isinstance(e, A.Binary):
+            return self._binary(e.op, self.expr(e.a), self.expr(e.b), e.pos)
+        if isinstance(e, A.Ternary):
+            return self._ternary(e)
+        return self._call(e)
+
+    def _unary(self, e: A.Unary) -> TNode | _Weak:
+        x = self.expr(e.x)
+        if isinstance(x, _Weak):
+            return _Weak(_fold_unary(e.op, x, e.pos), e.pos)
+        if e.op == "-":
+            if x.dtype is DType.BOOL:
+                raise TypeError_("cannot negate a bool value", e.pos.line, e.pos.column)
+            return TOp("neg", (x,), x.dtype, x.shape)
+        if e.op == "!":
+            return TOp("not", (x,), DType.BOOL, x.shape)
+        if x.dtype.is_float:
+            raise TypeError_("'~' needs an integer or bool operand, got "
+                             f"{x.dtype.long_name}", e.pos.line, e.pos.column)
+        return TOp("bit_not", (x,), x.dtype, x.shape)
+
+    def _binary(self, op: str, a: TNode | _Weak, b: TNode | _Weak, pos: A.Pos
+                ) -> TNode | _Weak:
+        if isinstance(a, _Weak) and isinstance(b, _Weak):
+            return _Weak(_fold_binary(op, a.value, b.value, pos), pos)
+        if isinstance(a, _Weak):
+            a = _resolve(a, b.dtype)  # type: ignore[union-attr]
+            dtype = a.dtype  # the type a literal takes is the result type
+        elif isinstance(b, _Weak):
+            b = _resolve(b, a.dtype)
+            dtype = b.dtype
+        else:
+            dtype = promote(a.dtype, b.dtype)
+        shape = broadcast([a.shape, b.shape], pos)
+        if op in _COMPARE:
+            return TOp(_COMPARE[op], (a, b), DType.BOOL, shape)
+        if op in _LOGIC:
+            return TOp(_LOGIC[op], (a, b), DType.BOOL, shape)
+        if op in _BITS:
+            if a.dtype.is_float or b.dtype.is_float:
+                raise TypeError_(f"'{op}' needs integer or bool operands, got "
+                                 f"{a.dtype.long_name} and {b.dtype.long_name}",
+                                 pos.line, pos.column)
+            if op in ("<<", ">>") and dtype is DType.BOOL:
+                raise TypeError_(f"'{op}' needs integer operands, got bool", pos.line,
+                                 pos.column)
+            return TOp(_BITS[op], (a, b), dtype, shape)
+        name = _ARITH.get(op, op)  # pow, min, max keep their names
+        if dtype is DType.BOOL and name not in ("min", "max"):
+            raise TypeError_(f"arithmetic '{op}' on bool values; convert with as_int(x, 32) "
+                             "first", pos.line, pos.column)
+        return TOp(name, (a, b), dtype, shape)
+
+    def _ternary(self, e: A.Ternary) -> TNode | _Weak:
+        c, a, b = self.expr(e.cond), self.expr(e.a), self.expr(e.b)
+        if isinstance(c, _Weak) and isinstance(a, _Weak) and isinstance(b, _Weak):
+            return a if c.value else b
+        if isinstance(c, _Weak):
+            c = TConst(bool(c.value), DType.BOOL)
+        if isinstance(a, _Weak) and isinstance(b, _Weak):
+            if "float" in (a.kind, b.kind):
+                dtype = DType.FLOAT32
+            else:
+                dtype = promote(self._default_const(a).dtype, self._default_const(b).dtype)
+            a, b = _resolve(a, dtype), _resolve(b, dtype)
+            dtype = a.dtype
+        elif isinstance(a, _Weak):
+            a = _resolve(a, b.dtype)  # type: ignore[union-attr]
+            dtype = a.dtype
+        elif isinstance(b, _Weak):
+            b = _resolve(b, a.dtype)
+            dtype = b.dtype
+        else:
+            dtype = promote(a.dtype, b.dtype)
+        shape = broadcast([c.shape, a.shape, b.shape], e.pos)
+        return TOp("cond", (c, a, b), dtype, shape)
+
+    # calls ----------------------------------------------------------------------------------
+    def _call(self, e: A.Call) -> TNode | _Weak:
+        fn = e.fn
+        if fn in SPECIAL_FNS:
+            raise TileError(f"{fn} must be the whole right-hand side of a statement "
+                            f"(X = {fn}(...);)", e.pos.line, e.pos.column)
+        if fn not in FUNCTIONS:
+            raise TileError(f"unknown function '{fn}'", e.pos.line, e.pos.column)
+        if fn in _FLOAT_FNS or fn in _SAME_FNS or fn in _NAMED_CASTS or fn == "as_bool":
+            _arity(e, 1)
+        if fn in _BINARY_FNS or fn in _SIZED_CASTS or fn == "index":
+            _arity(e, 2)
+        if fn == "index":
+            return self._index(e)
+        if fn in _BINARY_FNS:
+            return self._binary(fn, self.expr(e.args[0]), self.expr(e.args[1]), e.pos)
+        x = self.expr(e.args[0])
+        if fn in _SIZED_CASTS:
+            return _cast(x, _cast_target(e), e.pos)
+        if fn == "as_bool":
+            return _cast(x, DType.BOOL, e.pos)
+        if fn in _NAMED_CASTS:
+            return _cast(x, _NAMED_CASTS[fn], e.pos)
+        if isinstance(x, _Weak):
+            return _Weak(_fold_call(fn, x), e.pos)
+        if fn in _FLOAT_FNS:
+            return TOp(fn, (x,), x.dtype if x.dtype.is_float else DType.FLOAT32, x.shape)
+        if fn in ("floor", "ceil") and not x.dtype.is_float:
+            return x  # already integral
+        return TOp(fn, (x,), x.dtype, x.shape)
+
+    def _index(self, e: A.Call) -> TIndex:
+        tensor = self._tensor_arg(e, 0)
+        dim = _int_literal(e.args[1], "index's second argument (the dimension)")
+        if not 0 <= dim < tensor.rank:
+            raise ShapeError(f"index: dimension {dim} is out of range for {tensor.name} of "
+                             f"rank {tensor.rank}", e.args[1].pos.line, e.args[1].pos.column)
+        return TIndex(tensor.sizes, dim)
+
+    def _tensor_arg(self, e: A.Call, k: int) -> TensorInfo:
+        arg = e.args[k]
+        if isinstance(arg, A.Name):
+            info = self._lookup(arg)
+            if info is not None:
+                return info
+        raise TileError(f"argument {k + 1} of {e.fn} must be a tensor name", arg.pos.line,
+                        arg.pos.column)
+
+    # specials -------------------------------------------------------------------------------
+    def _special(self, e: A.Call) -> TSpecial:
+        if e.fn == "reshape":
+            if not e.args:
+                raise TileError("reshape takes a tensor and its new sizes", e.pos.line,
+                                e.pos.column)
+            src = self._tensor_arg(e, 0)
+            sizes = tuple(self._size(a) for a in e.args[1:])
+            count = int(np.prod(sizes, dtype=np.int64)) if sizes else 1
+            if count != src.elem_count:
+                raise ShapeError(f"reshape: {src.name} has {src.elem_count} elements but the "
+                                 f"new shape {sizes} has {count}", e.pos.line, e.pos.column)
+            return TSpecial("reshape", (src.name,), src.dtype, sizes)
+        if e.fn == "gather":
+            _arity(e, 2)
+            src, idx = self._tensor_arg(e, 0), self._tensor_arg(e, 1)
+            _need_int_indexes(e, idx)
+            if src.rank == 0:
+                raise ShapeError(f"gather: {src.name} must have rank 1 or more", e.pos.line,
+                                 e.pos.column)
+            return TSpecial("gather", (src.name, idx.name), src.dtype,
+                            idx.sizes + src.sizes[1:])
+        _arity(e, 3)
+        src, idx, like = (self._tensor_arg(e, k) for k in range(3))
+        _need_int_indexes(e, idx)
+        if like.rank == 0 or src.sizes != idx.sizes + like.sizes[1:]:
+            raise ShapeError(f"scatter: {src.name} {src.sizes} must have the shape of "
+                             f"{idx.name} {idx.sizes} followed by {like.name}'s trailing sizes "
+                             f"{like.sizes[1:]}", e.pos.line, e.pos.column)
+        return TSpecial("scatter", (src.name, idx.name), src.dtype, like.sizes)
+
+    def _size(self, e: A.Expr) -> int:
+        """A size argument: integers and dimension names with + - * / and parentheses."""
+        node = self.expr(e)
+        if not isinstance(node, _Weak) or node.kind != "int":
+            raise TileError("expected a size (integers and dimension names)", e.pos.line,
+                            e.pos.column)
+        if node.value < 0:
+            raise ShapeError(f"negative size {node.value}", e.pos.line, e.pos.column)
+        return int(node.value)
+
+    @staticmethod
+    def _default_const(w: _Weak) -> TConst:
+        if w.kind == "bool":
+            return TConst(bool(w.value), DType.BOOL)
+        if w.kind == "float":
+            return TConst(float(w.value), DType.FLOAT32)
+        fits32 = np.iinfo(np.int32).min <= w.value <= np.iinfo(np.int32).max
+        return _resolve(w, DType.INT32 if fits32 else DType.INT64)
+
+
+def check_statement(expr: A.Expr, lookup: Lookup, dims: dict[str, int]) -> TNode | TSpecial:
+    """Type an elementwise right-hand side; raises TileError subclasses with positions."""
+    return _Checker(lookup, dims).statement(expr)
+
+
+# helpers ------------------------------------------------------------------------------------
+
+def _arity(e: A.Call, n: int) -> None:
+    if len(e.args) != n:
+        plural = "argument" if n == 1 else "arguments"
+        raise TileError(f"{e.fn} takes {n} {plural}, got {len(e.args)}", e.pos.line,
+                        e.pos.column)
+
+
+def _int_literal(e: A.Expr, what: str) -> int:
+    if isinstance(e, A.Num) and isinstance(e.value, int):
+        return e.value
+    raise TileError(f"{what} must be an integer literal", e.pos.line, e.pos.column)
+
+
+def _cast_target(e: A.Call) -> DType:
+    bits = _int_literal(e.args[1], f"{e.fn}'s bit width")
+    table = _SIZED_CASTS[e.fn]
+    if bits not in table:
+        valid = ", ".join(str(b) for b in table)
+        raise TypeError_(f"{e.fn} supports widths {valid}, not {bits}", e.args[1].pos.line,
+                         e.args[1].pos.column)
+    return table[bits]
+
+
+def _need_int_indexes(e: A.Call, idx: TensorInfo) -> None:
+    if not idx.dtype.is_int:
+        raise TypeError_(f"{e.fn}: the index tensor {idx.name} must have an integer type, "
+                         f"not {idx.dtype.long_name}", e.pos.line, e.pos.column)
+
+
+def _cast(x: TNode | _Weak, dtype: DType, pos: A.Pos) -> TNode:
+    if isinstance(x, _Weak):
+        return TConst(_convert(x.value, dtype, pos), dtype)
+    if x.dtype is dtype:
+        return x
+    return TOp("cast", (x,), dtype, x.shape)
+
+
+def _convert(value: Scalar, dtype: DType, pos: A.Pos) -> Scalar:
+    """A literal's value as ``dtype`` (floats truncate toward zero when cast to ints)."""
+    if dtype is DType.BOOL:
+        return bool(value)
+    if dtype.is_float:
+        return float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise TypeError_(f"{value} cannot be converted to {dtype.long_name}", pos.line,
+                         pos.column)
+    v = int(value)
+    info = np.iinfo(dtype.np)
+    if not info.min <= v <= info.max:
+        raise TypeError_(f"literal {value} does not fit {dtype.long_name}", pos.line,
+                         pos.column)
+    return v
+
+
+def _resolve(w: _Weak, other: DType) -> TConst:
+    """The type a literal takes next to a value of type ``other``."""
+    if w.kind == "float":
+        dtype = other if other.is_float else DType.FLOAT32
+    elif w.kind == "int":
+        dtype = DType.INT32 if other is DType.BOOL else other
+    else:
+        dtype = other
+    return TConst(_convert(w.value, dtype, w.pos), dtype)
+
+
+# constant folding (C semantics for integers) -------------------------------------------------
+
+def _num(v: Scalar) -> int | float:
+    return int(v) if isinstance(v, bool) else v
+
+
+def _fold_binary(op: str, a: Scalar, b: Scalar, pos: A.Pos) -> Scalar:
+    x, y = _num(a), _num(b)
+    ints = isinstance(x, int) and isinstance(y, int)
+    if op in _COMPARE:
+        return {"==": x == y, "!=": x != y, "<": x < y, ">": x > y, "<=": x <= y,
+                ">=": x >= y}[op]
+    if op in _LOGIC:
+        return (bool(x) and bool(y)) if op == "&&" else (bool(x) or bool(y))
+    if op in _BITS:
+        if not ints:
+            raise TypeError_(f"'{op}' needs integer operands", pos.line, pos.column)
+        if op in ("<<", ">>") and not 0 <= y < 64:  # type: ignore[operator]
+            raise TileError(f"shift count {y} out of range", pos.line, pos.column)
+        ops: dict[str, Callable[[int, int], int]] = {
+            "&": int.__and__, "|": int.__or__, "^": int.__xor__, "<<": int.__lshift__,
+            ">>": int.__rshift__}
+        return ops[op](x, y)  # type: ignore[arg-type]
+    if op in ("/", "%") and y == 0:
+        raise TileError("division by zero", pos.line, pos.column)
+    if op == "+":
+        return x + y
+    if op == "-":
+        return x - y
+    if op == "*":
+        return x * y
+    if op == "/":
+        return c_div(x, y) if ints else x / y  # type: ignore[arg-type]
+    if op == "%":
+        return c_mod(x, y) if ints else math.fmod(x, y)  # type: ignore[arg-type]
+    if op == "min":
+        return min(x, y)
+    if op == "max":
+        return max(x, y)
+    # pow
+    if ints and 0 <= y <= 64:  # type: ignore[operator]
+        return x ** y  # type: ignore[operator]
+    with np.errstate(all="ignore"):
+        return float(np.power(np.float64(x), np.float64(y)))
+
+
+def _fold_unary(op: str, w: _Weak, pos: A.Pos) -> Scalar:
+    v = _num(w.value)
+    if op == "-":
+        return -v
+    if op == "!":
+        return not v
+    if not isinstance(v, int):
+        raise TypeError_("'~' needs an integer operand", pos.line, pos.column)
+    return ~v
+
+
+def _fold_call(fn: str, w: _Weak) -> Scalar:
+    v = _num(w.value)
+    if fn == "abs":
+        return abs(v)
+    if fn in ("floor", "ceil"):
+        return v if isinstance(v, int) else float(getattr(math, fn)(v))
+    with np.errstate(all="ignore"):
+        return float(getattr(np, fn)(np.float64(v)))
+
+
+__all__ = ["FUNCTIONS", "INDEX_DTYPE", "SPECIAL_FNS", "TConst", "TIndex", "TNode", "TOp",
+           "TSpecial", "TTensor", "check_statement"]
