@@ -1,0 +1,32 @@
+"""Shared fixtures: a seeded random generator and random arrays per dtype.
+
+The seed is derived from the test's node id, so every test sees the same values on every run
+and adding a test never changes another test's inputs.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from ops_catalog import random_array as _random_array
+
+RandomArray = Callable[..., np.ndarray]
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+@pytest.fixture
+def random_array(rng: np.random.Generator) -> RandomArray:
+    """``random_array(shape, dtype, lo=None, hi=None)``: see ``ops_catalog.random_array``."""
+
+    def make(shape: tuple[int, ...], dtype: str | np.dtype = "float32",
+             lo: float | None = None, hi: float | None = None) -> np.ndarray:
+        return _random_array(rng, tuple(shape), dtype, lo, hi)
+
+    return make
