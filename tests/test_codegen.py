@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from irbuild import F32, element, matmul, program
-
 import stripe.codegen.build as build_mod
-from stripe.affine import Affine
+from irbuild import F32, element, matmul, program
 from stripe.codegen.c_emitter import emit_c
+
+from stripe.affine import Affine
 from stripe.compiler import compile_program
 from stripe.errors import StripeError
 from stripe.ir import AggOp, Block, Index, Intrinsic, Load, RefDir, Store
@@ -64,12 +64,12 @@ def test_second_compile_hits_the_cache(cache):
 def test_new_process_does_not_recompile(cache):
     compile_program(matmul(4, 4, 4))
     code = (
-        "import sys; sys.path.insert(0, %r)\n"
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "import stripe.codegen.build as b\n"
         "from irbuild import matmul\n"
         "from stripe.compiler import compile_program\n"
         "compile_program(matmul(4, 4, 4)); print(b.build_count)\n"
-    ) % str(Path(__file__).parent)
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "STRIPE_CACHE_DIR": str(cache)}, check=True)
     assert out.stdout.strip() == "0"
