@@ -50,7 +50,8 @@ from .verify import verify
 __version__ = "0.1.0"
 
 __all__ = [
-    "Affine", "AggOp", "Block", "CompileError", "Program", "compile", "Constant", "DType", "IRError", "IRParseError", "Index",
+    "Affine", "AggOp", "Block", "CompileError", "Constant", "DType", "IRError", "IRParseError",
+    "Index", "Program", "compile",
     "InterpreterError", "Intrinsic", "Load", "LoadIndex", "Location", "RefDir", "Refinement",
     "ShapeError", "Special", "StripeError", "Store", "TensorDim", "TensorShape", "TileError",
     "TileSyntaxError", "VerifyError", "interpret", "lower", "parse_ir", "print_ir", "verify",

@@ -7,8 +7,9 @@ name with no zero coefficients, ``const`` an int. A constraint is an affine mean
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Union
+from typing import Union
 
 AffineLike = Union["Affine", int, str]
 
@@ -30,7 +31,7 @@ class Affine:
 
     # construction ---------------------------------------------------------------------------
     @staticmethod
-    def of(x: AffineLike) -> "Affine":
+    def of(x: AffineLike) -> Affine:
         """An index name, an int or an Affine, as an Affine."""
         if isinstance(x, Affine):
             return x
@@ -39,7 +40,7 @@ class Affine:
         return Affine((), int(x))
 
     @staticmethod
-    def from_dict(terms: Mapping[str, int], const: int = 0) -> "Affine":
+    def from_dict(terms: Mapping[str, int], const: int = 0) -> Affine:
         return Affine(tuple(terms.items()), const)
 
     # queries --------------------------------------------------------------------------------
@@ -71,22 +72,22 @@ class Affine:
         return total
 
     # arithmetic -----------------------------------------------------------------------------
-    def __add__(self, other: AffineLike) -> "Affine":
+    def __add__(self, other: AffineLike) -> Affine:
         o = Affine.of(other)
         return Affine(self.terms + o.terms, self.const + o.const)
 
     __radd__ = __add__
 
-    def __neg__(self) -> "Affine":
+    def __neg__(self) -> Affine:
         return Affine(tuple((n, -c) for n, c in self.terms), -self.const)
 
-    def __sub__(self, other: AffineLike) -> "Affine":
+    def __sub__(self, other: AffineLike) -> Affine:
         return self + (-Affine.of(other))
 
-    def __rsub__(self, other: AffineLike) -> "Affine":
+    def __rsub__(self, other: AffineLike) -> Affine:
         return Affine.of(other) - self
 
-    def __mul__(self, k: int) -> "Affine":
+    def __mul__(self, k: int) -> Affine:
         if isinstance(k, Affine):
             if k.is_const:
                 k = k.const
@@ -98,14 +99,14 @@ class Affine:
 
     __rmul__ = __mul__
 
-    def substitute(self, mapping: Mapping[str, AffineLike]) -> "Affine":
+    def substitute(self, mapping: Mapping[str, AffineLike]) -> Affine:
         """Replace index names by affines (names not in ``mapping`` stay)."""
         out = Affine((), self.const)
         for n, c in self.terms:
             out = out + (Affine.of(mapping[n]) * c if n in mapping else Affine(((n, c),)))
         return out
 
-    def rename(self, mapping: Mapping[str, str]) -> "Affine":
+    def rename(self, mapping: Mapping[str, str]) -> Affine:
         return Affine(tuple((mapping.get(n, n), c) for n, c in self.terms), self.const)
 
     # text -----------------------------------------------------------------------------------

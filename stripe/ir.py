@@ -37,12 +37,14 @@ buffer and whose statements are the kernels (tagged ``kernel``), in execution or
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Iterator, Union
+from typing import Union
 
 from .affine import Affine
 from .dtypes import DType
+
 
 def tags(*names: str) -> frozenset[str]:
     return frozenset(names)
@@ -127,7 +129,7 @@ class TensorShape:
         return self.span * self.dtype.itemsize
 
     @staticmethod
-    def packed(dtype: DType, sizes: tuple[int, ...] | list[int]) -> "TensorShape":
+    def packed(dtype: DType, sizes: tuple[int, ...] | list[int]) -> TensorShape:
         """Row-major dense layout."""
         strides: list[int] = []
         acc = 1
@@ -137,7 +139,7 @@ class TensorShape:
         return TensorShape(dtype, tuple(TensorDim(int(s), st)
                                         for s, st in zip(sizes, reversed(strides))))
 
-    def with_sizes(self, sizes: tuple[int, ...] | list[int]) -> "TensorShape":
+    def with_sizes(self, sizes: tuple[int, ...] | list[int]) -> TensorShape:
         """Same dtype and strides, new sizes (a view's interior shape)."""
         return TensorShape(self.dtype, tuple(TensorDim(int(s), d.stride)
                                              for s, d in zip(sizes, self.dims)))
@@ -303,7 +305,7 @@ class Block:
         return tuple(i.name for i in self.idxs)
 
     @property
-    def sub_blocks(self) -> tuple["Block", ...]:
+    def sub_blocks(self) -> tuple[Block, ...]:
         return tuple(s for s in self.stmts if isinstance(s, Block))
 
     @property
@@ -316,13 +318,13 @@ class Block:
     def has_tags(self, reqs: frozenset[str] | set[str] | tuple[str, ...]) -> bool:
         return set(reqs) <= self.tags
 
-    def replace(self, **changes: object) -> "Block":
+    def replace(self, **changes: object) -> Block:
         """A copy with some fields changed (the same object if nothing changes)."""
         if all(getattr(self, k) is v or getattr(self, k) == v for k, v in changes.items()):
             return self
         return replace(self, **changes)  # type: ignore[arg-type]
 
-    def walk(self, path: str = "") -> Iterator[tuple[str, "Block"]]:
+    def walk(self, path: str = "") -> Iterator[tuple[str, Block]]:
         """Yield ``(path, block)`` for this block and every nested block, pre-order."""
         here = f"{path}/{self.name}" if path else self.name
         yield here, self
