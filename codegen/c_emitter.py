@@ -37,6 +37,7 @@ from stripe.ir import (
     Load,
     LoadIndex,
     RefDir,
+    Refinement,
     Special,
     Statement,
     Store,
@@ -273,9 +274,17 @@ class _Emitter:
     @staticmethod
     def collapse_count(b: Block, bounds: dict[str, tuple[str, str]],
                        guards: dict[int, list[Affine]]) -> int:
+        """How many leading loops may run in parallel without two threads writing one element.
+
+        A loop over index ``p`` qualifies when every writable view of the block has a dimension
+        accessed as ``c*p + const`` with ``|c| >= size``: different values of ``p`` then write
+        disjoint boxes, whatever the aggregation. Loops with passed-in values or guards in
+        between end the run (``collapse`` needs a perfect nest).
+        """
+        writes = [r for r in b.refs if not r.is_alloc and r.dir.writes]
         n = 0
         for pos, ix in enumerate(b.idxs):
-            if ix.is_passed_in:
+            if ix.is_passed_in or not all(_owns(r, ix.name) for r in writes):
                 break
             n += 1
             if guards[pos]:
@@ -427,6 +436,12 @@ class _Emitter:
         self.line(f"{self.address(dst, [row] + coords[k:])} += ({C_TYPES[dst.dtype]})"
                   f"{self.address(src, coords)};")
         self.close(1 + len(coords))
+
+
+def _owns(r: Refinement, name: str) -> bool:
+    """Distinct values of index ``name`` address disjoint boxes of view ``r``."""
+    return any(a.vars() == (name,) and abs(a.coeff(name)) >= max(size, 1)
+               for a, size in zip(r.access, r.shape.sizes))
 
 
 def _store_text(view: _View, value: str, agg: AggOp) -> str:

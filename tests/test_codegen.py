@@ -132,3 +132,28 @@ def test_ir_names_never_reach_c_code():
                        Store("$y", "O")))
     text = emit_c(program({evil: (3,)}, {"O": (3,)}, [blk])).source
     assert "system" not in text and "rm" not in text.replace("rm(", "")
+
+
+def test_threads_tag_becomes_an_openmp_loop(cache, rng):
+    prog_ir = matmul(33, 17, 29)
+    main = prog_ir.stmts[0]
+    zero, mm = main.stmts
+    # Leading loops m, n own disjoint elements of C; the reduction k must stay serial.
+    mm = mm.replace(idxs=(mm.idxs[1], mm.idxs[2], mm.idxs[0]),
+                    tags=mm.tags | {"threads"})
+    threaded = prog_ir.replace(stmts=(main.replace(stmts=(zero, mm)),))
+    prog = compile_program(threaded)
+    assert prog.c_program.uses_openmp
+    assert "#pragma omp parallel for collapse(2)" in prog.c_source
+    a = rng.standard_normal((33, 17)).astype(np.float32)
+    b = rng.standard_normal((17, 29)).astype(np.float32)
+    np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_threads_tag_never_parallelises_a_reduction(cache):
+    prog_ir = matmul(8, 9, 10)
+    main = prog_ir.stmts[0]
+    zero, mm = main.stmts  # index order k, m, n: k leads and is a reduction
+    threaded = prog_ir.replace(stmts=(main.replace(
+        stmts=(zero, mm.replace(tags=mm.tags | {"threads"}))),))
+    assert "omp" not in emit_c(threaded).source
