@@ -1,0 +1,335 @@
+"""YAML hardware configs: the shipped files, extends, and one test per kind of error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from stripe.passes import REGISTRY, cleanup, localize
+
+from stripe.config import (
+    CONFIG_KEYS,
+    ConfigError,
+    cflag_ok,
+    describe_configs,
+    describe_passes,
+    list_configs,
+    load_config,
+)
+from stripe.errors import StripeError
+
+
+def write(tmp_path: Path, text: str, name: str = "x.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text.lstrip("\n"))
+    return path
+
+
+def error(tmp_path: Path, text: str) -> ConfigError:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert err.value.path == str(path)
+    assert str(path) in str(err.value)
+    return err.value
+
+
+# the shipped configs -------------------------------------------------------------------------
+
+
+def test_shipped_configs_load():
+    assert {"cpu_generic", "cpu_avx2"} <= set(list_configs())
+    for name in list_configs():
+        cfg = load_config(name)
+        assert cfg.name == name and cfg.target and cfg.passes
+        assert all(p.type in REGISTRY for p in cfg.passes)
+
+
+def test_cpu_avx2_extends_cpu_generic():
+    generic, avx2 = load_config("cpu_generic"), load_config("cpu_avx2")
+    assert avx2.target == "cpu_avx2"
+    assert avx2.extends == (generic.path,)
+    assert avx2.memory("L1").size == 32 * 1024
+    assert avx2.memory("L2").size == 512 * 1024 and generic.memory("L2").size == 256 * 1024
+    assert avx2.memory("L1").line == 64
+    assert avx2.compute.vector_width == 32
+    assert set(avx2.cflags) >= {"-mavx2", "-mfma"}
+    assert [p.name for p in avx2.passes] == [p.name for p in generic.passes]
+
+
+def test_descriptions_list_every_pass_option_and_config():
+    text = describe_passes()
+    for name, info in REGISTRY.items():
+        assert f"\n{name}: " in "\n" + text
+        for option, doc in info.option_docs.items():
+            assert f"    {option}: " in text and doc.splitlines()[0] in text
+    configs = describe_configs()
+    for name in list_configs():
+        assert f"{name}: target " in configs
+    assert "cpu_avx2: target cpu_avx2 (extends cpu_generic)" in configs
+
+
+def test_options_are_typed_and_defaults_filled(tmp_path: Path):
+    cfg = load_config(write(tmp_path, """
+target: t
+memories:
+  - {name: L1, size: 1 MiB}
+  - {name: SRAM, size: 512, line: 32B, banks: 4}
+passes:
+  - name: tidy
+    type: cleanup
+    options: {reqs: [kernel], fold_constants: false}
+  - type: localize
+    options:
+"""))
+    tidy, loc = cfg.passes
+    assert (tidy.name, tidy.type) == ("tidy", "cleanup")
+    assert tidy.options == cleanup.Options(reqs=("kernel",), fold_constants=False)
+    assert (loc.name, loc.options) == ("localize", localize.Options())
+    assert cfg.memory("L1").size == 1 << 20
+    assert (cfg.memory("SRAM").size, cfg.memory("SRAM").line, cfg.memory("SRAM").banks) == (
+        512, 32, 4)
+    assert tidy.line == 6 and loc.line == 9
+
+
+# extends -------------------------------------------------------------------------------------
+
+BASE = """
+target: base
+memories:
+  - {name: L1, size: 32KiB}
+  - {name: L2, size: 256KiB}
+compute: {units: 4, vector_width: 16}
+cflags: [-O2]
+passes:
+  - {name: first, type: cleanup, options: {reqs: [kernel], fold_constants: false}}
+  - {name: move, type: localize}
+  - {name: last, type: cleanup}
+"""
+
+
+def test_extends_merges_by_name(tmp_path: Path):
+    write(tmp_path, BASE, "base.yaml")
+    cfg = load_config(write(tmp_path, """
+target: child
+extends: base.yaml
+memories:
+  - {name: L2, size: 1MiB}
+  - {name: L3, size: 8MiB}
+compute: {vector_width: 32}
+cflags: [-O3, -march=haswell]
+passes:
+  - {name: first, options: {fold_constants: true}}
+  - {name: scal, type: scalarize, after: move}
+  - {name: early, type: cleanup, before: first}
+  - {type: scalarize}
+"""))
+    assert cfg.target == "child" and cfg.extends == (str(tmp_path / "base.yaml"),)
+    assert [(m.name, m.size) for m in cfg.memories] == [
+        ("L1", 32 << 10), ("L2", 1 << 20), ("L3", 8 << 20)]
+    assert (cfg.compute.units, cfg.compute.vector_width) == (4, 32)
+    assert cfg.cflags == ("-O3", "-march=haswell")
+    assert [(p.name, p.type) for p in cfg.passes] == [
+        ("early", "cleanup"), ("first", "cleanup"), ("move", "localize"),
+        ("scal", "scalarize"), ("last", "cleanup"), ("scalarize", "scalarize")]
+    first = cfg.passes[1]
+    assert first.options == cleanup.Options(reqs=("kernel",), fold_constants=True)
+    assert first.path == str(tmp_path / "x.yaml") and first.line == 9
+
+
+def test_extends_a_shipped_config_by_name(tmp_path: Path):
+    cfg = load_config(write(tmp_path, """
+target: mine
+extends: cpu_avx2
+cflags: [-O2]
+"""))
+    assert cfg.extends[0].endswith("cpu_avx2.yaml") and cfg.extends[1].endswith(
+        "cpu_generic.yaml")
+    assert cfg.memory("L2").size == 512 << 10 and cfg.cflags == ("-O2",)
+
+
+# errors: one test per kind -------------------------------------------------------------------
+
+
+def test_unknown_key_names_line_and_valid_keys(tmp_path: Path):
+    e = error(tmp_path, """
+target: t
+memories: []
+
+pases:
+  - {type: cleanup}
+""")
+    assert e.line == 4
+    assert e.choices == CONFIG_KEYS
+    assert str(e) == (f"unknown key 'pases' in {e.path} line 4; valid keys: "
+                      "cflags, compute, extends, memories, passes, target")
+    assert isinstance(e, StripeError)
+
+
+def test_unknown_pass_type(tmp_path: Path):
+    e = error(tmp_path, """
+target: t
+passes:
+  - {type: cleanup}
+  - {type: autotiel}
+""")
+    assert e.line == 4 and "unknown pass type 'autotiel'" in str(e)
+    assert e.choices == tuple(REGISTRY) and "valid pass types: " in str(e)
+
+
+def test_unknown_option(tmp_path: Path):
+    e = error(tmp_path, """
+target: t
+passes:
+  - type: localize
+    options:
+      reqs: [main]
+      ref_req: [tmp]
+""")
+    assert e.line == 6 and "unknown key 'ref_req' in the options of localize" in str(e)
+    assert e.choices == ("exclude", "ref_reqs", "reqs")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("kernel", "option 'reqs' of cleanup (list of str) must be a list, got str 'kernel'"),
+    ("[kernel, 3]", "an element of option 'reqs' of cleanup must be str, got int 3"),
+    ("{a: 1}", "must be a list, got a mapping"),
+])
+def test_wrong_option_type(tmp_path: Path, value: str, message: str):
+    e = error(tmp_path, f"""
+target: t
+passes:
+  - type: cleanup
+    options: {{reqs: {value}}}
+""")
+    assert e.line == 4 and message in str(e)
+
+
+def test_bool_is_not_an_int_and_an_int_is_not_a_bool(tmp_path: Path):
+    e = error(tmp_path, """
+target: t
+passes:
+  - {type: cleanup, options: {fold_constants: 1}}
+""")
+    assert e.line == 3 and "option 'fold_constants' of cleanup must be bool, got int 1" in str(e)
+    e = error(tmp_path, "target: t\ncompute: {units: yes}\n")
+    assert e.line == 2 and "compute units must be an integer, got bool True" in str(e)
+
+
+def test_option_values_checked_by_the_pass(tmp_path: Path):
+    e = error(tmp_path, """
+target: t
+passes:
+  - {type: cleanup}
+  - {name: second, type: cleanup, options: {reqs: [all, kernel]}}
+""")
+    assert e.line == 4 and "pass 'second' (cleanup): 'all' selects every block" in str(e)
+
+
+@pytest.mark.parametrize("size", ["32KB", "32 kib", "1.5MiB", "-4", "MiB", "0", "true"])
+def test_sizes_that_do_not_parse(tmp_path: Path, size: str):
+    e = error(tmp_path, f"""
+target: t
+memories:
+  - name: L1
+    size: {size}
+""")
+    assert e.line == 4
+    if size not in ("0", "-4", "true"):
+        assert e.choices == ("<int>", "<int>B", "<int>KiB", "<int>MiB", "<int>GiB")
+
+
+@pytest.mark.parametrize("size, value", [("32KiB", 32768), ("1 MiB", 1 << 20), ("512", 512),
+                                         ("'512'", 512), ("64B", 64), ("2GiB", 2 << 30)])
+def test_sizes_that_parse(tmp_path: Path, size: str, value: int):
+    cfg = load_config(write(tmp_path, f"target: t\nmemories: [{{name: M, size: {size}}}]\n"))
+    assert cfg.memory("M").size == value
+
+
+def test_memory_needs_a_size_and_a_unique_name(tmp_path: Path):
+    e = error(tmp_path, "target: t\nmemories:\n  - {name: L1}\n")
+    assert e.line == 3 and "memory 'L1' needs the key 'size'" in str(e)
+    e = error(tmp_path, "target: t\nmemories:\n  - {name: L1, size: 1}\n  - {name: L1, size: 2}\n")
+    assert e.line == 4 and "memory 'L1' is listed twice" in str(e)
+
+
+@pytest.mark.parametrize("flag", [
+    "-fplugin=evil.so", "-o", "/tmp/x", "-O3; rm -rf /", "-fdump-tree-all", "-Wl,-rpath,/x",
+    "-I/etc", "-DX=1", "-mllvm", "-fprofile-generate", "--param", "-march=native; ls",
+    "-fno-dump-x", "-include", "@file",
+])
+def test_cflags_outside_the_whitelist(tmp_path: Path, flag: str):
+    assert not cflag_ok(flag)
+    e = error(tmp_path, f'target: t\ncflags:\n  - -O2\n  - "{flag}"\n')
+    assert e.line == 4 and f"cflag '{flag}' is not allowed" in str(e)
+    assert "valid flags: -O0 -O1 -O2 -O3 -Os -Ofast, " in str(e)
+
+
+@pytest.mark.parametrize("flag", ["-O3", "-Os", "-march=x86-64-v3", "-march=native",
+                                  "-mtune=generic", "-mavx2", "-mno-avx512f", "-mfma",
+                                  "-ffast-math", "-fno-math-errno", "-funroll-loops", "-g"])
+def test_cflags_inside_the_whitelist(flag: str):
+    assert cflag_ok(flag)
+
+
+def test_yaml_syntax_error(tmp_path: Path):
+    e = error(tmp_path, "target: t\npasses:\n  - {type: cleanup\n")
+    assert e.line == 4 and "YAML syntax error" in str(e)
+
+
+def test_missing_target_and_empty_file(tmp_path: Path):
+    e = error(tmp_path, "passes: []\n")
+    assert e.line == 1 and "needs the key 'target'" in str(e)
+    e = error(tmp_path, "# nothing\n")
+    assert e.line is None and "empty" in str(e)
+
+
+def test_duplicate_pass_names(tmp_path: Path):
+    e = error(tmp_path, "target: t\npasses:\n  - {type: cleanup}\n  - {type: cleanup}\n")
+    assert e.line == 4 and "pass name 'cleanup' is used twice" in str(e)
+
+
+def test_duplicate_keys(tmp_path: Path):
+    e = error(tmp_path, "target: t\ntarget: u\n")
+    assert e.line == 2 and "duplicate key 'target'" in str(e)
+
+
+def test_unknown_extends(tmp_path: Path):
+    e = error(tmp_path, "target: t\nextends: cpu_avx3\n")
+    assert e.line == 2 and "unknown config 'cpu_avx3'" in str(e)
+    assert set(list_configs()) <= set(e.choices)
+    e = error(tmp_path, "target: t\nextends: missing/base.yaml\n")
+    assert e.line == 2 and "does not exist" in str(e)
+
+
+def test_extends_cycle(tmp_path: Path):
+    write(tmp_path, "target: a\nextends: b.yaml\n", "a.yaml")
+    write(tmp_path, "target: b\nextends: a.yaml\n", "b.yaml")
+    with pytest.raises(ConfigError, match="extends cycle: .*a.yaml -> .*b.yaml -> .*a.yaml"):
+        load_config(tmp_path / "a.yaml")
+
+
+def test_override_cannot_change_the_type(tmp_path: Path):
+    write(tmp_path, BASE, "base.yaml")
+    e = error(tmp_path, "target: c\nextends: base.yaml\npasses:\n  - {name: move, type: cleanup}\n")
+    assert e.line == 4 and "pass 'move' is a localize" in str(e)
+
+
+def test_before_after_must_name_an_earlier_pass(tmp_path: Path):
+    e = error(tmp_path, "target: t\npasses:\n  - {type: cleanup, after: nothing}\n")
+    assert e.line == 3 and e.choices == ()
+    write(tmp_path, BASE, "base.yaml")
+    e = error(tmp_path, "target: c\nextends: base.yaml\npasses:\n  - {type: scalarize, "
+                        "before: mvoe}\n")
+    assert e.line == 4 and e.choices == ("first", "move", "last")
+
+
+def test_entry_without_type(tmp_path: Path):
+    e = error(tmp_path, "target: t\npasses:\n  - {name: tidy}\n")
+    assert e.line == 3 and "needs 'type'" in str(e) and "cleanup" in e.choices
+
+
+def test_unknown_config_name():
+    with pytest.raises(ConfigError, match="unknown config 'cpu_nothing'") as err:
+        load_config("cpu_nothing")
+    assert "cpu_generic" in err.value.choices

@@ -1,0 +1,287 @@
+"""localize: before/after Stripe text, negative cases, interpreter and C equivalence."""
+
+from __future__ import annotations
+
+import numpy as np
+from stripe.passes import localize, scalarize
+from stripe.passes.manager import random_inputs
+
+from stripe import interpret, parse_ir, print_ir, verify
+from stripe.compiler import compile_program
+from stripe.ir import Block
+
+
+def run(text: str, **options: object) -> tuple[Block, Block]:
+    before = parse_ir(text)
+    verify(before)
+    after = localize.run(before, localize.Options(**options))  # type: ignore[arg-type]
+    verify(after)
+    inputs = random_inputs(before)
+    want, got = interpret(before, inputs), interpret(after, inputs)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    return before, after
+
+
+def assert_rewrites(before: str, expected: str, **options: object) -> Block:
+    _, after = run(before, **options)
+    want, got = print_ir(parse_ir(expected)), print_ir(after)
+    assert got == want, f"--- before\n{before}\n--- expected\n{want}\n--- got\n{got}"
+    return after
+
+
+def assert_unchanged(text: str, **options: object) -> None:
+    before, after = run(text, **options)
+    assert after is before, print_ir(after)
+
+
+def program(kernels: str, tmp: str = "T fp32:I(4, 3):(3, 1)") -> str:
+    """``A`` (4x3 in), ``D`` (4x3 out) and one tmp buffer, viewed whole by ``main``."""
+    tmp_root = tmp_view = ""
+    if tmp:
+        name, shape = tmp.split(maxsplit=1)
+        tmp_root = f"#tmp none new {name}[0, 0] {shape}"
+        tmp_view = f"inout {name}[0, 0] {shape}"
+    return f"""#program block []:1 ( // prog
+        #user in new A[0, 0] fp32:I(4, 3):(3, 1)
+        #user out new D[0, 0] fp32:I(4, 3):(3, 1)
+        {tmp_root}
+    ) {{
+        0: #main block []:1 ( // main
+            in A[0, 0] fp32:I(4, 3):(3, 1)
+            out D[0, 0] fp32:I(4, 3):(3, 1)
+            {tmp_view}
+        ) {{
+            {kernels}
+        }}
+    }}"""
+
+
+PRODUCER = """
+    0: block [j:3] ( // producer
+        in A[0, j] fp32:I(1, 1):(3, 1)
+        out T[0, {col}] fp32:I(1, 1):({stride}, 1)
+    ) {{
+        0: $a = load(A)
+        1: $t = mul:fp32($a, $a)
+        2: T = store($t)
+    }}"""
+
+CONSUMER = """
+    1: block [j:3] ( // consumer
+        in T[0, {col}] fp32:I(1, 1):({stride}, 1)
+        out D[0, j] fp32:I(1, 1):(3, 1)
+    ) {{
+        0: $t = load(T)
+        1: $one = (fp32)1.0
+        2: $d = add:fp32($t, $one)
+        3: D = store($d)
+    }}"""
+
+
+def fused(t_view: str, col: str, stride: int) -> str:
+    return f"""
+        0: #kernel block [i:4] ( // fused
+            in A[i, 0] fp32:I(1, 3):(3, 1)
+            {t_view}
+            out D[i, 0] fp32:I(1, 3):(3, 1)
+        ) {{
+            {PRODUCER.format(col=col, stride=stride)}
+            {CONSUMER.format(col=col, stride=stride)}
+        }}"""
+
+
+def test_fused_producer_consumer_tmp_moves_into_the_fused_block():
+    before = program(fused("inout T[i, 0] fp32:I(1, 3):(3, 1)", "j", 3))
+    expected = program(fused("#tmp none new T[0, 0] fp32:I(1, 3):(3, 1)", "j", 3), tmp="")
+    assert_rewrites(before, expected)
+
+
+def test_the_new_buffer_is_shrunk_to_the_footprint_and_restrided():
+    # T is 4x5; each row's producer/consumer touch only columns 1..3 of the 5-wide view.
+    before = program(fused("inout T[i, 0] fp32:I(1, 5):(5, 1)", "j + 1", 5),
+                     tmp="T fp32:I(4, 5):(5, 1)")
+    expected = program(fused("#tmp none new T[0, 0] fp32:I(1, 3):(3, 1)", "j", 3), tmp="")
+    assert_rewrites(before, expected)
+
+
+NESTED = """
+    0: #kernel block [i:4] ( // k
+        in A[i, 0] fp32:I(1, 3):(3, 1)
+        {s_decl}
+        out D[i, 0] fp32:I(1, 3):(3, 1)
+    ) {{
+        0: block [j:3] ( // c
+            in A[0, j] fp32:I(1, 1):(3, 1)
+            {s_view}
+            out D[0, j] fp32:I(1, 1):(3, 1)
+        ) {{
+            0: $a = load(A)
+            1: block []:1 ( // g
+                {g_view}
+            ) {{
+                0: $two = (fp32)2.0
+                1: S = store($two)
+            }}
+            2: $s = load(S)
+            3: $d = mul:fp32($a, $s)
+            4: D = store($d)
+        }}
+    }}"""
+
+
+def test_a_buffer_travels_down_as_far_as_it_is_private():
+    before = program(NESTED.format(s_decl="#s none new S[0] fp32:I(3):(1)",
+                                   s_view="inout S[j] fp32:I(1):(1)",
+                                   g_view="out S[0] fp32:I(1):(1)"), tmp="")
+    # S moves from k into c (each point of c touches its own element); c then uses S itself
+    # as well as through g, so it stays in c, now a single element: scalarize takes over.
+    expected = program(NESTED.format(s_decl="",
+                                      s_view="#s none new S[0] fp32:I(1):(1)",
+                                      g_view="out S[0] fp32:I(1):(1)"), tmp="")
+    after = assert_rewrites(before, expected)
+    assert scalarize.run(after, scalarize.Options()) is after  # g still stores into it
+
+
+def test_separate_producer_and_consumer_kernels_keep_the_tmp():
+    assert_unchanged(program("""
+        0: #kernel block [i:4, j:3] ( // producer
+            in A[i, j] fp32:I(1, 1):(3, 1)
+            out T[i, j] fp32:I(1, 1):(3, 1)
+        ) {
+            0: $a = load(A)
+            1: T = store($a)
+        }
+        1: #kernel block [i:4, j:3] ( // consumer
+            in T[i, j] fp32:I(1, 1):(3, 1)
+            out D[i, j] fp32:I(1, 1):(3, 1)
+        ) {
+            0: $t = load(T)
+            1: D = store($t)
+        }"""))
+
+
+def test_points_that_share_elements_keep_the_buffer():
+    # Every point (i, k) of the kernel accumulates into row i: points communicate.
+    assert_unchanged(program("""
+        0: #kernel block [i:4, k:3] ( // k
+            in A[i, k] fp32:I(1, 1):(3, 1)
+            inout T[i, 0]:add fp32:I(1, 3):(3, 1)
+            out D[i, k] fp32:I(1, 1):(3, 1)
+        ) {
+            0: $a = load(A)
+            1: T = store($a)
+            2: $t = load(T)
+            3: D = store($t)
+        }"""))
+
+
+def test_disjointness_sees_strides_and_passed_in_indexes():
+    # Tiles of 2 columns: x0 = 2*x passes the tile origin; each (x, i) touches one element.
+    text = program("""
+        0: #kernel block [x:2] ( // tiles
+            in A[0, 2*x] fp32:I(4, 2):(3, 1)
+            inout T[0, 2*x] fp32:I(4, 2):(3, 1)
+            out D[0, 2*x] fp32:I(4, 2):(3, 1)
+        ) {
+            0: block [r:4, i:2, x0 = 2*x:1] ( // tile
+                2 - i - x0 >= 0
+                in A[r, i] fp32:I(1, 1):(3, 1)
+                inout T[r, i] fp32:I(1, 1):(3, 1)
+                out D[r, i] fp32:I(1, 1):(3, 1)
+            ) {
+                0: $a = load(A)
+                1: T = store($a)
+                2: $t = load(T)
+                3: $d = add:fp32($t, $a)
+                4: D = store($d)
+            }
+        }""")
+    _, after = run(text)
+    main = after.sub_blocks[0]
+    assert not after.has_ref("T") and not main.has_ref("T")
+    # T went all the way down: each point of `tile` has its own single element.
+    tile = main.sub_blocks[0].sub_blocks[0]
+    assert "none new T[0, 0] fp32:I(1, 1):(1, 1)" in print_ir(tile)
+
+
+def test_left_alone_when_the_parent_uses_it_or_a_child_views_it_twice():
+    assert_unchanged(program("""
+        0: #kernel block [i:4] ( // k
+            in A[i, 0] fp32:I(1, 3):(3, 1)
+            none new S[0] fp32:I(3):(1)
+            out D[i, 0] fp32:I(1, 3):(3, 1)
+        ) {
+            0: $a = load(A)
+            1: S = store($a)
+            2: block [j:3] ( // c
+                in S[j] fp32:I(1):(1)
+                out D[0, j] fp32:I(1, 1):(3, 1)
+            ) {
+                0: $s = load(S)
+                1: D = store($s)
+            }
+        }""", tmp=""))
+    assert_unchanged(program("""
+        0: #kernel block [i:4] ( // k
+            in A[i, 0] fp32:I(1, 3):(3, 1)
+            none new S[0] fp32:I(3):(1)
+            out D[i, 0] fp32:I(1, 3):(3, 1)
+        ) {
+            0: block [j:3] ( // c
+                in A[0, j] fp32:I(1, 1):(3, 1)
+                out S1 = S[j] fp32:I(1):(1)
+                in S2 = S[j] fp32:I(1):(1)
+                out D[0, j] fp32:I(1, 1):(3, 1)
+            ) {
+                0: $a = load(A)
+                1: S1 = store($a)
+                2: $s = load(S2)
+                3: D = store($s)
+            }
+        }""", tmp=""))
+
+
+def test_selection_and_ref_reqs():
+    text = program(fused("inout T[i, 0] fp32:I(1, 3):(3, 1)", "j", 3))
+    assert_unchanged(text, ref_reqs=("other",))
+    assert_unchanged(text, reqs=("kernel",))  # main holds T, and main is not selected
+    _, after = run(text, ref_reqs=("tmp",), reqs=("main",))
+    assert not after.has_ref("T")
+
+
+def test_user_buffers_and_root_allocations_never_move():
+    # D is used by one kernel only, but the caller sees it.
+    assert_unchanged(program("""
+        0: #kernel block [i:4, j:3] ( // k
+            in A[i, j] fp32:I(1, 1):(3, 1)
+            out D[i, j] fp32:I(1, 1):(3, 1)
+        ) {
+            0: $a = load(A)
+            1: D = store($a)
+        }""", tmp=""))
+    assert_unchanged("""block []:1 ( // root
+        in new A[0] fp32:I(4):(1)
+        out new O[0] fp32:I(4):(1)
+        none new S[0] fp32:I(4):(1)
+    ) {
+        0: block [i:4] ( // k
+            in A[i] fp32:I(1):(1)
+            inout S[i] fp32:I(1):(1)
+            out O[i] fp32:I(1):(1)
+        ) {
+            0: $a = load(A)
+            1: S = store($a)
+            2: $s = load(S)
+            3: O = store($s)
+        }
+    }""")
+
+
+def test_localized_program_compiles_to_the_same_results():
+    before = parse_ir(program(fused("inout T[i, 0] fp32:I(1, 3):(3, 1)", "j", 3)))
+    after = localize.run(before, localize.Options())
+    assert after is not before
+    inputs = random_inputs(before)
+    got = compile_program(after)(**inputs)
+    np.testing.assert_allclose(got["D"], interpret(before, inputs)["D"], rtol=1e-6)
