@@ -14,6 +14,7 @@ from __future__ import annotations
 from .affine import Affine
 from .codegen.build import CompileError
 from .compiler import Program, compile
+from .config import Config, ConfigError, list_configs, load_config
 from .dtypes import DType
 from .errors import (
     InterpreterError,
@@ -43,6 +44,7 @@ from .ir import (
     TensorShape,
 )
 from .irparser import parse_ir
+from .passes.manager import PassError, run_pipeline
 from .printer import print_ir
 from .tile import lower
 from .verify import verify
@@ -51,7 +53,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Affine", "AggOp", "Block", "CompileError", "Constant", "DType", "IRError", "IRParseError",
-    "Index", "Program", "compile",
+    "Index", "Program", "compile", "Config", "ConfigError", "PassError", "list_configs",
+    "load_config", "run_pipeline",
     "InterpreterError", "Intrinsic", "Load", "LoadIndex", "Location", "RefDir", "Refinement",
     "ShapeError", "Special", "StripeError", "Store", "TensorDim", "TensorShape", "TileError",
     "TileSyntaxError", "VerifyError", "interpret", "lower", "parse_ir", "print_ir", "verify",

@@ -3,6 +3,8 @@
     stripe show    FILE.tile --input A=37x23:float32 ...   print the lowered Stripe IR
     stripe run     FILE.tile --input ... [--target T] [--check] [--interpret]
     stripe compile FILE.tile --input ... [--target T] [--dump-dir DIR]
+    stripe passes                                          every pass and its options
+    stripe configs                                         every shipped hardware config
 
 ``run`` fills the inputs with seeded random values, compiles the program to C, runs it and
 prints each output's shape and dtype and the best time per call; ``--check`` also runs the
@@ -23,11 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .compiler import compile_program
+from .compiler import Program, compile_program
+from .config import describe_configs, describe_passes, load_config
 from .dtypes import DType, to_dtype
 from .errors import StripeError
 from .interp import interpret
 from .ir import Block
+from .passes.manager import run_pipeline
 from .printer import print_ir
 from .tile import lower
 
@@ -87,7 +91,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.interpret:
         run, how = (lambda: interpret(program, arrays)), "interpreter"
     else:
-        compiled = compile_program(program)
+        compiled = _compile(program, args.target)
         run, how = (lambda: compiled(**arrays)), "C"
     outs = run()
     seconds = _time_call(run, args.repeat)
@@ -111,7 +115,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     program, _ = _load(args)
-    compiled = compile_program(program)
+    compiled = _compile(program, args.target)
     if args.dump_dir:
         out = Path(args.dump_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -122,6 +126,14 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(compiled.c_source)
     return 0
+
+
+def _compile(program: Block, target: str | None) -> Program:
+    if target is None:
+        return compile_program(program)
+    config = load_config(target)
+    final, trace = run_pipeline(program, config, verify=True)
+    return compile_program(final, trace, flags=tuple(config.cflags or ("-march=native",)))
 
 
 def _error(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
@@ -139,6 +151,9 @@ def _error(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="stripe", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    for name, helptext in (("passes", "list every pass with its options"),
+                           ("configs", "list the shipped hardware configs")):
+        sub.add_parser(name, help=helptext).add_argument("--debug", action="store_true")
     for name, helptext in (("show", "print the lowered Stripe IR"),
                            ("run", "compile to C and run on random inputs"),
                            ("compile", "compile and write the IR pass by pass and the C")):
@@ -165,9 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if getattr(args, "target", None) is not None:
-            raise StripeError(f"unknown target {args.target!r}: hardware configs arrive with "
-                              f"the pass manager; today only the default (no passes) exists")
+        if args.cmd == "passes":
+            sys.stdout.write(describe_passes())
+            return 0
+        if args.cmd == "configs":
+            sys.stdout.write(describe_configs())
+            return 0
         return {"show": _cmd_show, "run": _cmd_run, "compile": _cmd_compile}[args.cmd](args)
     except StripeError as e:
         if args.debug:

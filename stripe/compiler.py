@@ -15,7 +15,9 @@ import numpy as np
 
 from stripe.codegen.build import build
 from stripe.codegen.c_emitter import BufferSpec, CProgram, emit_c
+from stripe.passes.manager import run_pipeline
 
+from .config import load_config
 from .dtypes import DType
 from .errors import StripeError
 from .ir import Block
@@ -133,17 +135,22 @@ def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None
     return Program(program, trace or [("lower", program)], c_program, module)
 
 
-def compile(source: str, inputs: Mapping[str, object], target: str | None = None,
-            ) -> Program:
+def compile(source: str, inputs: Mapping[str, object], target: str | None = None, *,
+            verify: bool = True, check: bool = False) -> Program:
     """Lower Tile ``source`` for ``inputs`` (arrays or ``(shape, dtype)`` pairs) and build it.
 
-    ``target=None`` runs no optimisation passes.
+    ``target`` is None (no passes), the name of a shipped hardware config (``cpu_avx2``) or a
+    path to a YAML config; its passes run in order, with the verifier after each one unless
+    ``verify=False``. ``check=True`` also interprets the program before and after every pass
+    and names the first pass that changed the result.
     """
-    if target is not None:
-        raise StripeError(f"unknown target {target!r}: hardware configs arrive with the pass "
-                          f"manager; the only target today is None (no passes)")
     program = lower(source, dict(inputs))
-    return compile_program(program, [("lower", program)])
+    if target is None:
+        return compile_program(program, [("lower", program)])
+    config = load_config(target)
+    final, trace = run_pipeline(program, config, verify=verify, check=check)
+    flags = config.cflags or ("-march=native",)
+    return compile_program(final, trace, flags=tuple(flags))
 
 
 __all__ = ["Program", "compile", "compile_program", "check_arguments", "DType"]

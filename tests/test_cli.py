@@ -47,7 +47,7 @@ def test_input_spec_parsing():
     (["run", "missing.tile", "--input", "A=3:float32"], "cannot read missing.tile"),
     (["run", str(EXAMPLES / "conv2d.tile"), "--input", "I=1x9x7:float32",
       "--input", "F=3x3x3x5:float32"], "I"),
-    (["run", str(EXAMPLES / "conv2d.tile"), *CONV, "--target", "nowhere"], "target"),
+    (["run", str(EXAMPLES / "conv2d.tile"), *CONV, "--target", "nowhere"], "valid configs: cpu_avx2"),
 ])
 def test_errors_are_one_line_and_exit_2(argv, message, capsys):
     assert main(argv) == 2
@@ -67,3 +67,24 @@ def test_syntax_error_points_at_the_column(tmp_path, capsys):
 def test_debug_shows_the_traceback(tmp_path):
     with pytest.raises(StripeError):
         main(["show", "missing.tile", "--debug"])
+
+
+def test_passes_and_configs_list_what_exists(capsys):
+    assert main(["passes"]) == 0
+    out = capsys.readouterr().out
+    for name in ("cleanup", "localize", "scalarize"):
+        assert f"{name}:" in out
+    assert main(["configs"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu_generic" in out and "cpu_avx2" in out
+
+
+def test_run_with_a_target_dumps_every_pass(tmp_path, capsys):
+    dump = tmp_path / "dump"
+    assert main(["compile", str(EXAMPLES / "conv2d.tile"), *CONV, "--target", "cpu_avx2",
+                 "--dump-dir", str(dump)]) == 0
+    names = sorted(p.name for p in dump.iterdir())
+    assert names[0] == "00_lower.stripe" and names[-1] == "kernel.c" and len(names) > 2
+    assert main(["run", str(EXAMPLES / "conv2d.tile"), *CONV, "--target", "cpu_avx2",
+                 "--check", "--repeat", "1"]) == 0
+    assert "(ok)" in capsys.readouterr().out

@@ -41,3 +41,14 @@ def test_compile_api_end_to_end() -> None:
     np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b)
     assert prog.trace[0][0] == "lower" and prog.trace[-1][1] is prog.ir
     assert "stripe_run" in prog.c_source
+
+
+def test_compile_api_with_a_target_records_the_trace() -> None:
+    src = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+    a = np.arange(35, dtype=np.float32).reshape(5, 7)
+    b = np.ones((7, 3), dtype=np.float32)
+    prog = stripe.compile(src, {"A": a, "B": b}, target="cpu_generic")
+    assert [name for name, _ in prog.trace][0] == "lower" and len(prog.trace) > 1
+    np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b)
+    with pytest.raises(stripe.ConfigError, match="cpu_generic"):
+        stripe.compile(src, {"A": a, "B": b}, target="no_such_target")
