@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from stripe import tags
 from stripe.affine import Affine
 from stripe.dtypes import DType, promote
 from stripe.errors import IRError
@@ -43,7 +44,7 @@ from stripe.ir import (
     Store,
 )
 
-THREADS_TAG = "threads"
+THREADS_TAG = tags.THREADS
 LOCAL_ARRAY_LIMIT = 16384  # bytes; larger per-point allocations use malloc
 
 C_TYPES = {

@@ -88,7 +88,7 @@ from .select import Selection, Site, rewrite
 
 NAME = "pad"
 
-PAD_TAG = "pad"
+PAD_TAG = tags.PAD
 """Tag of the fill and copy kernels this pass inserts."""
 
 

@@ -73,7 +73,7 @@ from .select import ALL, Selection, Site, rewrite
 
 NAME = "transpose"
 
-LAYOUT_TAG = "layout"
+LAYOUT_TAG = tags.LAYOUT
 """Prefix of the tag ``layout=<order>`` that ``mark_user`` sets."""
 
 Policy = Literal["accumulation", "innermost", "index"]

@@ -23,3 +23,8 @@ def comb_op_tag(op: str) -> str:
 
 def eltwise_tag(op: str) -> str:
     return f"eltwise_{op}"
+INTERIOR = "interior"  # boundary pass: the constraint-free piece
+BOUNDARY = "boundary"  # boundary pass: an edge piece that keeps its guards
+PAD = "pad"          # pad pass: the fill and copy kernels of a padded buffer
+LAYOUT = "layout"    # transpose pass: ``layout=<order>`` asks for a layout change of a user buffer
+THREADS = "threads"  # run the block's leading loops on several threads (OpenMP in C)
