@@ -1,0 +1,684 @@
+"""autotile: split a block into an outer block over tiles and an inner block over one tile.
+
+What it does, for every selected block that has an index to split: choose a tile size ``t``
+per index with the cost model below, then rewrite the block (``B``, indexes ``n`` of range
+``r``) into
+
+* an **outer block** ``B`` over the tiles: index ``n`` with range ``ceil(r/t)`` (indexes left
+  with range 1 are dropped; passed-in indexes stay as they are), no constraints, and for
+  every view of ``B`` a view of the same parent buffer sized to the *tile footprint* (the
+  box of elements one tile touches, from :func:`stripe.poly.tile_footprint`, halos
+  included: the input view of a 3x3 convolution tiled 3x4 is ``I[3*x - 1, 4*y - 1, 0]`` of
+  size ``(5, 6, 8)``), placed at the access of the tile's first point plus the box's low
+  corner;
+* holding one **inner block** ``B_inner`` over one tile: index ``n`` with range ``t``, the
+  original views re-expressed relative to the outer views (``I[i + x, j + y, c]``), the
+  original allocations, statements and constraints. PlaidML's form: where the original
+  value of a split index is needed (constraints, ``index`` statements, children's passed-in
+  affines, the location bank, or an overflow constraint) a passed-in index ``n_0 = t*n:1``
+  carries the tile origin, and ``n`` is replaced by ``n_0 + n``. A tile size that does not
+  divide ``r`` adds the overflow constraint ``(r - 1) - n_0 - n >= 0``.
+
+The value relation is ``n_original = t*n_outer + n_inner`` (``flip``: the interleaved
+``n_original = n_outer + ceil(r/c)*n_inner`` with ``c = ceil(r/t)`` inner points). Indexes
+of the original block that are passed in are never split: the outer block keeps them and
+the inner block receives them as ``p = p:1``.
+
+Cost model (the paper's section 3.3 and Figure 4; PlaidML's ``ComputeDensityCostModel``).
+For a candidate tile, every view of the block with a direction, except ``exclude_refs``,
+has a tile footprint box; it costs
+
+* ``bytes`` = elements of the box * element size (what a local memory holds), checked
+  against ``max_input_size`` (refs read), ``max_output_size`` (refs written) and
+  ``max_total_size`` (all of them once);
+* ``lines`` = the cache lines of ``cache_width`` bytes that the box covers, from its extents
+  and the buffer's strides, for a buffer aligned to a line: the exact number of distinct
+  lines, averaged over the alignments that the tiles' first elements actually take (a tile
+  of 3 float32 along a contiguous dimension straddles lines; a tile of 8 int8 channels
+  starting on a multiple of 8 does not). With ``cache_width: 0`` every element is a line.
+
+and the tile costs::
+
+    cost = expand * util * (input_cost * lines_in + output_cost * lines_out) / work
+           + split_factor * log2(tiles)
+
+``work`` is the number of points of one tile (multiply-accumulates of a contraction),
+``tiles = prod ceil(r/t)``, ``expand = prod(ceil(r/t) * t / r)`` the overflow inefficiency
+(padded volume over the volume; the overflowing points are removed by constraints but
+their tiles are still loaded), ``util = max(1, min_size/work) * max(1, min_count/tiles)``.
+For the paper's 3x3 convolution (``hwconfigs/examples/paper_fig4.yaml``) the 3x4 tile costs
+``(30 + 24) / (3*4*3*3*8*16) = 54/13824``; 4x4 does not fit in 512 bytes; 4x3 costs as much
+per tile but 16 rows do not split into 3s, so ``expand = 18/16``.
+
+Search: sizes per index are the divisors of ``r`` and the powers of two below it
+(``only_po2``: the powers of two and ``r``; ``only_even``: the divisors), starting from
+size 1 and growing one index at a time to its next size. A tile over a size cap, or over
+``max_sizes_product``, is not grown further (footprints only grow with the tile), so the
+search visits every tile within the caps. The cheapest wins; ties go to fewer tiles, then
+to larger sizes in index order. Indexes not used by any written view (reductions) keep
+their full range unless ``acc_idxs``.
+
+The block is left unchanged when it has no index to split, when no tile fits the caps, or
+when the best tile is the whole block.
+
+Preconditions: valid IR (``stripe.verify``). Postconditions: valid IR with the same
+meaning: every point of the original block runs exactly once, as the point
+``(outer, inner)`` with ``n = t*outer + inner``, touching the same elements; no view
+access of the inner block leaves its outer view.
+
+Tags read: ``reqs``/``exclude`` (the blocks to tile), ``exclude_refs`` (on refinements).
+Tags set: ``outer_set`` on the outer block (after removing its tags if ``clear_outer``),
+``inner_set`` on the inner block.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from stripe import poly
+from stripe.affine import Affine
+from stripe.ir import Block, Index, LoadIndex, Location, Refinement, Statement, TensorShape
+from stripe.poly import Box
+
+from .select import Selection, Site, rewrite
+
+NAME = "autotile"
+
+_RUNS_EXACT = 1 << 16  # beyond this many contiguous runs per box, lines are estimated
+
+
+@dataclass(frozen=True)
+class Options(Selection):
+    """Options of ``autotile`` (PlaidML's ``AutotilePass``); sizes are in bytes."""
+
+    outer_set: tuple[str, ...] = ()
+    """Tags added to the outer block (the block over tiles)."""
+
+    inner_set: tuple[str, ...] = ()
+    """Tags added to the inner block (one tile). Select them in ``reqs`` to tile again."""
+
+    clear_outer: bool = False
+    """Remove the original block's tags from the outer block before adding ``outer_set``."""
+
+    only_po2: bool = False
+    """Consider only power-of-two tile sizes (and the whole range)."""
+
+    only_even: bool = False
+    """Consider only tile sizes that divide the range (no overflow); with ``only_po2``, only
+    powers of two that divide it (and the whole range)."""
+
+    acc_idxs: bool = True
+    """May reduction indexes (used by no view the block writes) be split? If not, they keep
+    their whole range in the inner block."""
+
+    max_sizes_product: int = 0
+    """At most this many points per tile (product of the tile sizes); 0: no limit."""
+
+    max_input_size: int = 0
+    """At most this many bytes in the footprints of the views read by one tile; 0: no
+    limit."""
+
+    max_output_size: int = 0
+    """At most this many bytes in the footprints of the views written by one tile; 0: no
+    limit."""
+
+    max_total_size: int = 0
+    """At most this many bytes in the footprints of all costed views of one tile (a view
+    that is read and written counts once); 0: no limit."""
+
+    exclude_refs: tuple[str, ...] = ()
+    """Views left out of both the size caps and the cache-line cost, by name (``into``) or
+    by tag (e.g. the weights of a convolution that live elsewhere)."""
+
+    cache_width: int = 0
+    """Cache line (or transfer) width in bytes; 0 counts every element as one line. The
+    paper's Figure 4 uses lines of 8 int8 elements: ``cache_width: 8``."""
+
+    input_cost: float = 1.0
+    """Weight of one cache line of a view that is read."""
+
+    output_cost: float = 1.0
+    """Weight of one cache line of a view that is written."""
+
+    min_size: int = 1
+    """Tiles with fewer points than this are penalised by the factor ``min_size/points``
+    (e.g. the vector or thread count needed to fill the machine)."""
+
+    min_count: int = 1
+    """Tilings with fewer tiles than this are penalised by the factor ``min_count/tiles``
+    (e.g. the number of cores that should each get a tile)."""
+
+    split_factor: float = 0.0
+    """Added cost per doubling of the number of tiles: ``split_factor * log2(tiles)``
+    (positive favours fewer tiles, negative more)."""
+
+    flip: bool = False
+    """Interleave: the inner block takes ``ceil(r/t)`` points spaced ``ceil(r/ceil(r/t))``
+    apart (one from each tile of the chosen tiling), the outer block the offsets."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("max_sizes_product", "max_input_size", "max_output_size",
+                     "max_total_size", "cache_width"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (0 means no limit), "
+                                 f"got {getattr(self, name)}")
+        for name in ("min_size", "min_count"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("input_cost", "output_cost"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+def run(block: Block, options: Options) -> Block:
+    """Tile every selected block (children first, so a new inner block is not revisited)."""
+    return rewrite(block, options, lambda b, site: _autotile(b, site, options), order="post")
+
+
+def _autotile(block: Block, site: Site, options: Options) -> Block:
+    best = choose_tile(block, options, ancestors=site.ancestors)
+    if best is None or all(t == block.idx(n).range for n, t in best.tile
+                           if not block.idx(n).is_passed_in):
+        return block
+    return apply_tile(block, dict(best.tile), ancestors=site.ancestors, flip=options.flip,
+                      outer_set=options.outer_set, inner_set=options.inner_set,
+                      clear_outer=options.clear_outer)
+
+
+# the cost model ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefCost:
+    """What one view costs for one tile: its footprint box, bytes and cache lines."""
+
+    name: str
+    box: Box | None
+    bytes: int
+    lines: float
+    reads: bool
+    writes: bool
+
+
+@dataclass(frozen=True)
+class TileCost:
+    """A candidate tile and its cost (``cost`` is None when the tile is over a cap)."""
+
+    tile: tuple[tuple[str, int], ...]  # (index name, tile size) in index order
+    refs: tuple[RefCost, ...]
+    work: int  # points of one tile
+    tiles: int  # number of tiles
+    expand: float  # padded volume / volume
+    cost: float | None
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return dict(self.tile)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(r.bytes for r in self.refs if r.reads)
+
+    @property
+    def output_bytes(self) -> int:
+        return sum(r.bytes for r in self.refs if r.writes)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(r.bytes for r in self.refs)
+
+    @property
+    def input_lines(self) -> float:
+        return sum(r.lines for r in self.refs if r.reads)
+
+    @property
+    def output_lines(self) -> float:
+        return sum(r.lines for r in self.refs if r.writes)
+
+    def key(self) -> tuple[float, int, tuple[int, ...]]:
+        """Order of preference: cheaper (to 10 significant digits, so that float noise does
+        not break ties), then fewer tiles, then larger sizes in index order."""
+        assert self.cost is not None
+        return (float(f"{self.cost:.10g}"), self.tiles, tuple(-t for _, t in self.tile))
+
+
+def tile_cost(block: Block, tile: Mapping[str, int], options: Options, *,
+              ancestors: Sequence[Block] = ()) -> TileCost:
+    """The cost of tiling ``block`` by ``tile`` (index name -> size; missing names keep
+    their whole range, passed-in indexes are never split) under ``options``."""
+    sizes = _full_tile(block, tile)
+    counts = {n: math.ceil(block.idx(n).range / t) for n, t in sizes.items()}
+    refs = tuple(_ref_cost(block, r.into, _relevant_sizes(block, r.into, sizes),
+                           tuple(ancestors), options.cache_width)
+                 for r in block.refs if _is_costed(r, options))
+    work = math.prod(sizes.values())
+    tiles = math.prod(counts.values())
+    expand = math.prod(counts[n] * t / block.idx(n).range for n, t in sizes.items())
+    tc = TileCost(tuple(sizes.items()), refs, work, tiles, expand, None)
+    if _over_caps(tc, options):
+        return tc
+    util = max(1.0, options.min_size / work) * max(1.0, options.min_count / tiles)
+    io = options.input_cost * tc.input_lines + options.output_cost * tc.output_lines
+    cost = expand * util * io / work + options.split_factor * math.log2(tiles)
+    return TileCost(tc.tile, refs, work, tiles, expand, cost)
+
+
+def choose_tile(block: Block, options: Options, *,
+                ancestors: Sequence[Block] = ()) -> TileCost | None:
+    """The cheapest tile of ``block`` within the caps, or None if none fits (or the block has
+    no index to split). Visits every tile within the caps (see the module docstring)."""
+    free = _free_indexes(block, options)
+    if not free:
+        return None
+    sizes = {n: _candidate_sizes(block.idx(n).range, options) for n in free}
+    start = {n: sizes[n][0] for n in free}
+    best: TileCost | None = None
+    todo = [start]
+    seen = {tuple(start.values())}
+    while todo:
+        tile = todo.pop()
+        tc = tile_cost(block, tile, options, ancestors=ancestors)
+        if tc.cost is None:
+            continue  # footprints only grow with the tile: nothing larger fits either
+        if best is None or tc.key() < best.key():
+            best = tc
+        for n in free:
+            k = sizes[n].index(tile[n])
+            if k + 1 < len(sizes[n]):
+                grown = {**tile, n: sizes[n][k + 1]}
+                if tuple(grown.values()) not in seen:
+                    seen.add(tuple(grown.values()))
+                    todo.append(grown)
+    return best
+
+
+def _full_tile(block: Block, tile: Mapping[str, int]) -> dict[str, int]:
+    """A size for every index, in index order: passed-in 1, unnamed the whole range."""
+    unknown = set(tile) - set(block.idx_names)
+    if unknown:
+        raise ValueError(f"tile names unknown indexes: {', '.join(sorted(unknown))}")
+    out = {}
+    for idx in block.idxs:
+        t = 1 if idx.is_passed_in else tile.get(idx.name, idx.range)
+        if not 1 <= t <= idx.range:
+            raise ValueError(f"tile size of {idx.name} must be in [1, {idx.range}], got {t}")
+        out[idx.name] = t
+    return out
+
+
+def _free_indexes(block: Block, options: Options) -> tuple[str, ...]:
+    """The indexes the search may split: not passed in, range > 1, and (unless
+    ``acc_idxs``) used by some view the block writes."""
+    written: set[str] = set()
+    for r in block.refs:
+        if r.dir.writes:
+            for a in r.access:
+                written.update(a.vars())
+    return tuple(i.name for i in block.idxs
+                 if not i.is_passed_in and i.range > 1
+                 and (options.acc_idxs or i.name in written))
+
+
+def _candidate_sizes(r: int, options: Options) -> tuple[int, ...]:
+    """The sizes the search tries for an index of range ``r``, ascending."""
+    po2 = {1 << k for k in range(r.bit_length()) if 1 << k < r} | {r}
+    divisors = {d for d in range(1, math.isqrt(r) + 1) if r % d == 0}
+    divisors |= {r // d for d in divisors}
+    if options.only_po2 and options.only_even:
+        return tuple(sorted((po2 & divisors) | {r}))
+    if options.only_po2:
+        return tuple(sorted(po2))
+    if options.only_even:
+        return tuple(sorted(divisors))
+    return tuple(sorted(po2 | divisors))
+
+
+def _is_costed(r: Refinement, options: Options) -> bool:
+    if r.is_alloc or not (r.dir.reads or r.dir.writes):
+        return False
+    return r.into not in options.exclude_refs and r.tags.isdisjoint(options.exclude_refs)
+
+
+def _over_caps(tc: TileCost, options: Options) -> bool:
+    caps = ((options.max_sizes_product, tc.work), (options.max_input_size, tc.input_bytes),
+            (options.max_output_size, tc.output_bytes),
+            (options.max_total_size, tc.total_bytes))
+    return any(cap and value > cap for cap, value in caps)
+
+
+def _relevant_sizes(block: Block, ref: str,
+                    sizes: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """The sizes that the cost of ``ref`` depends on (see :func:`_dimension_deps`)."""
+    deps = frozenset().union(*_dimension_deps(block, ref))
+    return tuple((n, t) for n, t in sizes.items() if n in deps)
+
+
+@lru_cache(maxsize=1 << 14)
+def _ref_cost(block: Block, ref: str, relevant: tuple[tuple[str, int], ...],
+              ancestors: tuple[Block, ...], width: int) -> RefCost:
+    """The cost of one view; the search asks again for every tile, so this is memoised on
+    the sizes it depends on."""
+    r = block.ref(ref)
+    given = dict(relevant)
+    sizes = {i.name: 1 if i.is_passed_in else given.get(i.name, i.range) for i in block.idxs}
+    box = _tile_box(block, r, sizes, ancestors)
+    if box is None:
+        return RefCost(ref, None, 0, 0.0, r.dir.reads, r.dir.writes)
+    nbytes = box.elem_count * r.dtype.itemsize
+    if width == 0:
+        lines = float(box.elem_count)
+    else:
+        counts = {n: math.ceil(block.idx(n).range / t) for n, t in sizes.items()}
+        bases = _origin_residues(block, r, box, sizes, counts, width)
+        lines = _cache_lines(box.extent, r.shape.strides, r.dtype.itemsize,
+                             tuple(sorted(bases.items())), width)
+    return RefCost(ref, box, nbytes, lines, r.dir.reads, r.dir.writes)
+
+
+def _tile_box(block: Block, r: Refinement, sizes: Mapping[str, int],
+              ancestors: tuple[Block, ...]) -> Box | None:
+    """``poly.tile_footprint`` assembled dimension by dimension, each asked with the sizes of
+    the indexes it depends on only (the rest whole), so that the search, which varies one
+    size at a time, mostly hits ``poly``'s memo instead of recomputing the same bounds."""
+    lo, extent = [], []
+    for d, deps in enumerate(_dimension_deps(block, r.into)):
+        canon = {n: t if n in deps or block.idx(n).is_passed_in else block.idx(n).range
+                 for n, t in sizes.items()}
+        box = poly.tile_footprint(block, r.into, canon, ancestors=ancestors)
+        if box is None:
+            return None
+        lo.append(box.lo[d])
+        extent.append(box.extent[d])
+    return Box(tuple(lo), tuple(extent))
+
+
+@lru_cache(maxsize=1 << 12)
+def _dimension_deps(block: Block, ref: str) -> tuple[frozenset[str], ...]:
+    """Per dimension of ``ref``, the indexes of ``block`` its footprint can depend on: those
+    of its access and of the passed-in affines of children that view it, closed under
+    sharing a constraint (a constraint couples the values of all its indexes)."""
+    r = block.ref(ref)
+    below: set[str] = set()
+    for s in block.sub_blocks:
+        if any(v.from_ == ref for v in s.refs):
+            for i in s.idxs:
+                below.update(i.affine.vars())
+    out = []
+    for d in range(r.shape.rank):
+        deps = set(r.access[d].vars()) | below
+        grown = True
+        while grown:
+            grown = False
+            for c in block.constraints:
+                if deps.intersection(c.vars()) and not deps.issuperset(c.vars()):
+                    deps.update(c.vars())
+                    grown = True
+        out.append(frozenset(deps))
+    return tuple(out)
+
+
+def _origin_residues(block: Block, r: Refinement, box: Box, sizes: dict[str, int],
+                     counts: dict[str, int], width: int) -> dict[int, float]:
+    """How often each byte offset modulo ``width`` is the address of a tile's first element.
+
+    The address is that of the footprint's low corner in the parent view, taken as
+    line-aligned: ``itemsize * sum_d stride_d * (access_d(tile origin) + lo_d)``, an affine
+    of the tile numbers ``o_n`` (``t_n * o_n`` substituted for ``n``), each ``o_n`` uniform
+    over ``[0, ceil(r_n/t_n))``. A passed-in index contributes its local range.
+    """
+    isz = r.dtype.itemsize
+    strides = r.shape.strides
+    const = sum(s * (a.const + lo) for s, a, lo in zip(strides, r.access, box.lo))
+    dist = {(const * isz) % width: 1.0}
+    for idx in block.idxs:
+        step = sum(s * a.coeff(idx.name) for s, a in zip(strides, r.access)) * sizes[idx.name]
+        span = idx.range if idx.is_passed_in else counts[idx.name]
+        step = (step * isz) % width
+        if step == 0 or span == 1:
+            continue
+        period = width // math.gcd(step, width)
+        hist = {}
+        for o in range(min(span, period)):
+            hits = span // period + (1 if o < span % period else 0)
+            hist[(o * step) % width] = hits / span
+        dist = _convolve(dist, hist, width)
+    return dist
+
+
+def _convolve(a: dict[int, float], b: dict[int, float], width: int) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for ra, wa in a.items():
+        for rb, wb in b.items():
+            key = (ra + rb) % width
+            out[key] = out.get(key, 0.0) + wa * wb
+    return out
+
+
+@lru_cache(maxsize=1 << 14)
+def _cache_lines(extent: tuple[int, ...], strides: tuple[int, ...], isz: int,
+                 bases: tuple[tuple[int, float], ...], width: int) -> float:
+    """Expected distinct lines of ``width`` bytes covered by a box of ``extent`` laid out
+    with ``strides`` (elements of ``isz`` bytes), its first element at byte ``b`` of a line
+    with probability ``w`` for each ``(b, w)`` of ``bases``."""
+    dims = sorted((abs(s), e) for s, e in zip(strides, extent) if e > 1)
+    run = 1  # elements of the contiguous run made by the smallest dense strides
+    while dims and dims[0][0] == run:
+        run *= dims.pop(0)[1]
+    starts = np.zeros(1, dtype=np.int64)
+    for stride, size in dims:
+        starts = (starts[:, None] + stride * np.arange(size, dtype=np.int64)).reshape(-1)
+        if starts.size > _RUNS_EXACT:
+            # too many runs to merge exactly: count them as disjoint
+            runs = math.prod(e for _, e in dims)
+            return runs * sum(w * _lines_of_runs(np.zeros(1, np.int64), b, run * isz, width)
+                              for b, w in bases)
+    starts = np.sort(starts * isz)
+    return sum(w * _lines_of_runs(starts, b, run * isz, width) for b, w in bases)
+
+
+def _lines_of_runs(starts: np.ndarray, base: int, nbytes: int, width: int) -> int:
+    """Distinct lines covered by the byte ranges ``[base + s, base + s + nbytes)``, ``starts``
+    sorted."""
+    first = (base + starts) // width
+    last = (base + starts + nbytes - 1) // width
+    reach = np.maximum.accumulate(last)
+    prev = np.concatenate(([first[0] - 1], reach[:-1]))
+    return int(np.maximum(0, last - np.maximum(first, prev + 1) + 1).sum())
+
+
+# the rewrite ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Split:
+    """How one index splits: value = ``step * outer + stride * inner``."""
+
+    idx: Index
+    outer: int  # outer range
+    inner: int  # inner range
+    step: int
+    stride: int
+
+    @staticmethod
+    def of(idx: Index, t: int, flip: bool) -> _Split:
+        if idx.is_passed_in:
+            return _Split(idx, idx.range, 1, 1, 0)
+        count = math.ceil(idx.range / t)
+        if flip:
+            outer = math.ceil(idx.range / count)
+            return _Split(idx, outer, count, 1, outer)
+        return _Split(idx, count, t, t, 1)
+
+    @property
+    def overflows(self) -> bool:
+        return self.outer * self.inner > self.idx.range
+
+
+def apply_tile(block: Block, tile: Mapping[str, int], *, ancestors: Sequence[Block] = (),
+               flip: bool = False, outer_set: Sequence[str] = (),
+               inner_set: Sequence[str] = (), clear_outer: bool = False) -> Block:
+    """Rewrite ``block`` into an outer block over tiles holding an inner block over one tile
+    (see the module docstring). ``tile`` maps index names to sizes (missing: whole range;
+    passed-in indexes are never split). ``ancestors`` (outermost first, ending at the
+    parent) make the footprints exact under the enclosing constraints."""
+    sizes = _full_tile(block, tile)
+    splits = [_Split.of(i, sizes[i.name], flip) for i in block.idxs]
+    passthru = _passthru_names(block, splits)
+    values = _inner_values(splits, passthru)
+    inner = Block(
+        name=f"{block.name}_inner" if block.name else "",
+        idxs=_inner_idxs(splits, passthru),
+        constraints=tuple(c.substitute(values) for c in block.constraints)
+        + tuple(_overflow(s, values) for s in splits if s.overflows),
+        refs=tuple(r if r.is_alloc else _relative_view(r, splits, ()) for r in block.refs),
+        stmts=tuple(_substitute_stmt(s, values) for s in block.stmts),
+        tags=frozenset(inner_set),
+        location=_substitute_location(block.location, values),
+    )
+    outer = Block(
+        name=block.name,
+        comments=block.comments,
+        idxs=tuple(_outer_idx(s) for s in splits if s.idx.is_passed_in or s.outer > 1),
+        refs=tuple(_origin_view(r, splits, ()) for r in block.refs if not r.is_alloc),
+        stmts=(inner,),
+        tags=(frozenset() if clear_outer else block.tags) | frozenset(outer_set),
+        location=_substitute_location(block.location, _outer_values(splits)),
+    )
+    boxes = {r.into: _footprint(block, inner, outer, r, sizes, flip, tuple(ancestors))
+             for r in block.refs if not r.is_alloc}
+    return outer.replace(
+        refs=tuple(_origin_view(r, splits, boxes[r.into]) for r in block.refs
+                   if not r.is_alloc),
+        stmts=(inner.replace(refs=tuple(
+            r if r.is_alloc else _relative_view(r, splits, boxes[r.into]) for r in block.refs)),),
+    )
+
+
+def _footprint(block: Block, inner: Block, outer: Block, r: Refinement, sizes: dict[str, int],
+               flip: bool, ancestors: tuple[Block, ...]) -> Box:
+    """The box one tile touches, relative to the tile origin (the outer view's origin before
+    adding the box's low corner). Untouched views keep their size at offset 0."""
+    if flip:
+        # interleaved tiles are not boxes of the original index space: measure the inner
+        # block (its views still at offset 0) in the context of the outer block
+        box = poly.footprint(inner, r.into, ancestors=ancestors + (outer,))
+    else:
+        box = poly.tile_footprint(block, r.into, sizes, ancestors=ancestors)
+    return box if box is not None else Box((0,) * r.shape.rank, r.shape.sizes)
+
+
+def _passthru_names(block: Block, splits: Sequence[_Split]) -> dict[str, str]:
+    """Split index -> name of the passed-in index carrying its tile origin, for the split
+    indexes whose original value the inner block needs."""
+    used = _index_uses(block)
+    taken = set(block.idx_names)
+    out: dict[str, str] = {}
+    for s in splits:
+        name = s.idx.name
+        if s.idx.is_passed_in or s.outer == 1 or not (s.overflows or name in used):
+            continue
+        k = 0
+        while f"{name}_{k}" in taken:
+            k += 1
+        out[name] = f"{name}_{k}"
+        taken.add(out[name])
+    return out
+
+
+def _index_uses(block: Block) -> set[str]:
+    """Index names whose value (not just an offset into a view) the block needs."""
+    used: set[str] = set(block.location.bank.vars())
+    for c in block.constraints:
+        used.update(c.vars())
+    for s in block.stmts:
+        if isinstance(s, LoadIndex):
+            used.update(s.from_.vars())
+        elif isinstance(s, Block):
+            for i in s.idxs:
+                used.update(i.affine.vars())
+    return used
+
+
+def _inner_values(splits: Sequence[_Split], passthru: Mapping[str, str]) -> dict[str, Affine]:
+    """Original index value in the inner block's names: ``n_0 + stride*n``."""
+    out = {}
+    for s in splits:
+        if s.idx.is_passed_in:
+            continue
+        name = s.idx.name
+        origin = Affine.of(passthru[name]) if name in passthru else Affine()
+        out[name] = origin + s.stride * Affine.of(name)
+    return out
+
+
+def _outer_values(splits: Sequence[_Split]) -> dict[str, Affine]:
+    """Original index value at the tile origin, in the outer block's names."""
+    return {s.idx.name: s.step * Affine.of(s.idx.name) if s.outer > 1 else Affine()
+            for s in splits if not s.idx.is_passed_in}
+
+
+def _inner_idxs(splits: Sequence[_Split], passthru: Mapping[str, str]) -> tuple[Index, ...]:
+    idxs = [Index(s.idx.name, 1, Affine.of(s.idx.name), s.idx.tags) if s.idx.is_passed_in
+            else Index(s.idx.name, s.inner, tags=s.idx.tags) for s in splits]
+    for s in splits:
+        if s.idx.name in passthru:
+            idxs.append(Index(passthru[s.idx.name], 1, s.step * Affine.of(s.idx.name)))
+    return tuple(idxs)
+
+
+def _outer_idx(s: _Split) -> Index:
+    return s.idx if s.idx.is_passed_in else Index(s.idx.name, s.outer, tags=s.idx.tags)
+
+
+def _overflow(s: _Split, values: Mapping[str, Affine]) -> Affine:
+    """``(r - 1) - value >= 0``: the points of an overflowing tile past the range."""
+    return (s.idx.range - 1) - values[s.idx.name]
+
+
+def _origin_view(r: Refinement, splits: Sequence[_Split], box: Box | tuple[()]) -> Refinement:
+    """The outer view: the tile origin's access plus the box's low corner, sized to it."""
+    values = _outer_values(splits)
+    lo = box.lo if isinstance(box, Box) else (0,) * r.shape.rank
+    access = tuple(a.substitute(values) + k for a, k in zip(r.access, lo))
+    shape = r.shape if not isinstance(box, Box) else r.shape.with_sizes(box.extent)
+    return _view(r, r.from_, access, shape)
+
+
+def _relative_view(r: Refinement, splits: Sequence[_Split],
+                   box: Box | tuple[()]) -> Refinement:
+    """The inner view of the outer view: the access minus the tile origin and low corner."""
+    rel = {s.idx.name: Affine() if s.idx.is_passed_in else s.stride * Affine.of(s.idx.name)
+           for s in splits}
+    lo = box.lo if isinstance(box, Box) else (0,) * r.shape.rank
+    access = tuple(Affine(a.terms).substitute(rel) - k for a, k in zip(r.access, lo))
+    return _view(r, r.into, access, r.shape)
+
+
+def _view(r: Refinement, from_: str, access: tuple[Affine, ...],
+          shape: TensorShape) -> Refinement:
+    return Refinement(r.dir, from_, r.into, access, shape, r.agg_op, r.location, r.offset,
+                      r.is_const, r.tags)
+
+
+def _substitute_stmt(s: Statement, values: Mapping[str, Affine]) -> Statement:
+    if isinstance(s, LoadIndex):
+        return LoadIndex(s.from_.substitute(values), s.into, s.tags)
+    if isinstance(s, Block):
+        idxs = tuple(Index(i.name, i.range, i.affine.substitute(values), i.tags)
+                     for i in s.idxs)
+        return s.replace(idxs=idxs)
+    return s
+
+
+def _substitute_location(loc: Location, values: Mapping[str, Affine]) -> Location:
+    return loc if loc.bank.is_const else Location(loc.name, loc.bank.substitute(values))
+
+
+__all__ = ["NAME", "Options", "RefCost", "TileCost", "apply_tile", "choose_tile", "run",
+           "tile_cost"]
