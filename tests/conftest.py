@@ -11,9 +11,13 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from hypothesis import settings
 from ops_catalog import random_array as _random_array
 
 RandomArray = Callable[..., np.ndarray]
+
+# `pytest --hypothesis-profile=long` for deep property runs (tests scale their counts up).
+settings.register_profile("long", max_examples=1000, deadline=None)
 
 
 @pytest.fixture
