@@ -52,3 +52,13 @@ def test_compile_api_with_a_target_records_the_trace() -> None:
     np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b)
     with pytest.raises(stripe.ConfigError, match="cpu_generic"):
         stripe.compile(src, {"A": a, "B": b}, target="no_such_target")
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_c_after_the_whole_pass_pool_matches_numpy(op: Op) -> None:
+    """Every pass of the pool composed (examples/full_pool.yaml), then C, against numpy."""
+    arrays = random_inputs(op)
+    prog = stripe.compile(op.source, op.input_specs(), target="examples/full_pool")
+    got = prog(**arrays)
+    for name, want in op.reference(**arrays).items():
+        _assert_close(op, got[name], want, f"{op.name}: full_pool C vs numpy, output {name}")
