@@ -8,6 +8,7 @@ from ops_catalog import OPS, Op, random_inputs
 
 import stripe
 from stripe.compiler import compile_program
+from stripe.config import list_configs
 
 
 def _assert_close(op: Op, got: np.ndarray, want: np.ndarray, what: str) -> None:
@@ -54,11 +55,12 @@ def test_compile_api_with_a_target_records_the_trace() -> None:
         stripe.compile(src, {"A": a, "B": b}, target="no_such_target")
 
 
+@pytest.mark.parametrize("config", list_configs())
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_c_after_the_whole_pass_pool_matches_numpy(op: Op) -> None:
-    """Every pass of the pool composed (examples/full_pool.yaml), then C, against numpy."""
+def test_c_through_every_shipped_config_matches_numpy(op: Op, config: str) -> None:
+    """Each config's passes (verified after each), then C, against numpy."""
     arrays = random_inputs(op)
-    prog = stripe.compile(op.source, op.input_specs(), target="examples/full_pool")
+    prog = stripe.compile(op.source, op.input_specs(), target=config)
     got = prog(**arrays)
     for name, want in op.reference(**arrays).items():
-        _assert_close(op, got[name], want, f"{op.name}: full_pool C vs numpy, output {name}")
+        _assert_close(op, got[name], want, f"{op.name}: {config} C vs numpy, output {name}")
