@@ -157,3 +157,60 @@ def test_threads_tag_never_parallelises_a_reduction(cache):
     threaded = prog_ir.replace(stmts=(main.replace(
         stmts=(zero, mm.replace(tags=mm.tags | {"threads"}))),))
     assert "omp" not in emit_c(threaded).source
+
+
+def test_compiler_failure_keeps_the_source_and_the_message(cache):
+    with pytest.raises(build_mod.CompileError) as e:
+        build_mod.build("void stripe_run(void **args) { this is not C; }")
+    assert Path(e.value.c_path).exists()
+    assert "error" in e.value.log.lower()
+
+
+SRAM_PROGRAM = """#program
+block []:1 ( // program
+    #user in new X[0] fp32:I(12):(1)
+    #user out new Y[0] fp32:I(12):(1)
+) {
+    0: #main
+    block []:1 ( // main
+        in X[0] fp32:I(12):(1)
+        out Y[0] fp32:I(12):(1)
+    ) {
+        0: #kernel
+        block [t:3]:3 ( // staged
+            in X[4*t] fp32:I(4):(1)
+            out Y[4*t] fp32:I(4):(1)
+            none new S<SRAM[t]>@0x40[0] fp32:I(4):(1)
+        ) {
+            0: #transfer
+            block [i:4]:4 ( // copy_in
+                in X[i] fp32:I(1):(1)
+                out S[i] fp32:I(1):(1)
+            ) {
+                0: $x = load(X)
+                1: S = store($x)
+            }
+            1: block [i:4]:4 ( // compute_out
+                in S[i] fp32:I(1):(1)
+                out Y[i] fp32:I(1):(1)
+            ) {
+                0: $s = load(S)
+                1: $y = mul:fp32($s, $s)
+                2: Y = store($y)
+            }
+        }
+    }
+}
+"""
+
+
+def test_a_local_memory_buffer_is_a_real_array_with_copies(cache, rng):
+    from stripe.interp import interpret
+    from stripe.irparser import parse_ir
+
+    program = parse_ir(SRAM_PROGRAM)
+    prog = compile_program(program)
+    assert "float a0[4];" in prog.c_source  # the SRAM tile, one per point of `staged`
+    x = rng.standard_normal(12).astype(np.float32)
+    np.testing.assert_array_equal(prog(X=x)["Y"], x * x)
+    np.testing.assert_array_equal(interpret(program, {"X": x})["Y"], x * x)
