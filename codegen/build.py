@@ -24,7 +24,8 @@ from types import ModuleType
 
 from stripe.errors import StripeError
 
-CDEF = "void stripe_run(void **args);"
+CDEF = ("void stripe_run(void **args); void stripe_stats(int64_t *out); "
+        "void stripe_reset_stats(void);")
 # Views and indexes a block declares but never uses are normal in emitted code: no warnings.
 BASE_FLAGS = ("-O3", "-fno-wrapv", "-std=c11", "-Wno-unused-variable",
               "-Wno-unused-but-set-variable")

@@ -45,6 +45,9 @@ from stripe.ir import (
 )
 
 THREADS_TAG = tags.THREADS
+TRANSFER_TAG = tags.TRANSFER
+STENCIL_TAG = tags.STENCIL
+MAIN_MEMORY = "main"       # how an allocation without a location is reported
 LOCAL_ARRAY_LIMIT = 16384  # bytes; larger per-point allocations use malloc
 
 C_TYPES = {
@@ -89,6 +92,7 @@ class CProgram:
     source: str
     buffers: tuple[BufferSpec, ...]  # argument order of stripe_run
     uses_openmp: bool
+    stat_names: tuple[str, ...] = ()  # run-time counters, in stripe_counters order
 
     @property
     def inputs(self) -> tuple[BufferSpec, ...]:
@@ -133,6 +137,7 @@ class _View:
     sizes: tuple[int, ...]
     strides: tuple[int, ...]
     agg: AggOp = AggOp.ASSIGN
+    memory: str = MAIN_MEMORY  # the location name of the allocation behind the view
 
 
 @dataclass
@@ -140,6 +145,7 @@ class _Scope:
     idx: dict[str, str] = field(default_factory=dict)      # IR index -> C expr
     refs: dict[str, _View] = field(default_factory=dict)   # IR ref -> view
     scalars: dict[str, tuple[str, DType]] = field(default_factory=dict)
+    in_transfer: bool = False  # inside a block tagged ``transfer``: count bytes moved
 
 
 class _Emitter:
@@ -148,6 +154,19 @@ class _Emitter:
         self.depth = 1
         self.counters: dict[str, int] = {}
         self.uses_openmp = False
+        self.stats: dict[str, int] = {}  # "SRAM.bytes_in" -> slot in stripe_counters
+
+    def count(self, name: str, amount: str | int) -> None:
+        """Emit code that adds ``amount`` to run-time counter ``name``."""
+        slot = self.stats.setdefault(name, len(self.stats))
+        self.line(f"__atomic_fetch_add(&stripe_counters[{slot}], (int64_t)({amount}), "
+                  f"__ATOMIC_RELAXED);")
+
+    def track_peak(self, memory: str, amount: int) -> None:
+        cur = self.stats.setdefault(f"{memory}.live_bytes", len(self.stats))
+        peak = self.stats.setdefault(f"{memory}.peak_bytes", len(self.stats))
+        self.line(f"stripe_counters[{cur}] += {amount}; if (stripe_counters[{cur}] > "
+                  f"stripe_counters[{peak}]) stripe_counters[{peak}] = stripe_counters[{cur}];")
 
     # text helpers ---------------------------------------------------------------------------
     def fresh(self, prefix: str) -> str:
@@ -178,7 +197,8 @@ class _Emitter:
             ctype = C_TYPES[r.dtype]
             self.line(f"{ctype} *restrict {cname} = ({ctype} *)args[{k}];"
                       f"  /* {comment_name(r.into)} */")
-            scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides)
+            scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
+                                       memory=r.location.name or MAIN_MEMORY)
             buffers.append(BufferSpec(r.into, r.dtype, r.shape.sizes, r.shape.strides,
                                       r.dir.writes))
         for r in root.refs:
@@ -191,24 +211,28 @@ class _Emitter:
             self.line(f"{ctype} *{cname} = ({ctype} *)calloc({max(r.shape.span, 1)}, "
                       f"sizeof({ctype}));  /* {comment_name(r.into)} */")
             frees.append(cname)
-            scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides)
+            scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
+                                       memory=r.location.name or MAIN_MEMORY)
         if root.idxs or root.constraints:
             raise IRError("the program block must have no indexes or constraints", root.name)
         self.body_of(root, scope, path=root.name)
         for cname in frees:
             self.line(f"free({cname});")
         body = "\n".join(self.lines)
-        source = f"{PRELUDE}\nvoid stripe_run(void **args) {{\n{body}\n}}\n"
-        return CProgram(source, tuple(buffers), self.uses_openmp)
+        names = tuple(self.stats)
+        source = (f"{PRELUDE}\n{_stats_functions(len(names))}\n"
+                  f"void stripe_run(void **args) {{\n{body}\n}}\n")
+        return CProgram(source, tuple(buffers), self.uses_openmp, names)
 
     # blocks ---------------------------------------------------------------------------------
     def block(self, b: Block, outer: _Scope, path: str) -> None:
         self.open("", f"block {comment_name(b.name)}")
-        scope = _Scope(dict(outer.idx), {}, {})
+        scope = _Scope(dict(outer.idx), {}, {}, outer.in_transfer or TRANSFER_TAG in b.tags)
         threaded = THREADS_TAG in b.tags and bool(b.idxs)
         bounds, guards = self.plan_loops(b)
         opened = 0
         frees: list[str] = []
+        self.count_entry(b, outer)
         if not threaded:
             frees = self.allocations(b, outer, scope)
         collapse = self.collapse_count(b, bounds, guards) if threaded else 0
@@ -240,12 +264,22 @@ class _Emitter:
             frees = self.allocations(b, outer, scope)
         self.views(b, outer, scope, path)
         self.body_of(b, scope, path)
-        for cname in frees if threaded else ():
-            self.line(f"free({cname});")
+        for text in frees if threaded else ():
+            self.line(text)
         self.close(opened)
-        for cname in frees if not threaded else ():
-            self.line(f"free({cname});")
+        for text in frees if not threaded else ():
+            self.line(text)
         self.close()
+
+    def count_entry(self, b: Block, outer: _Scope) -> None:
+        """Run-time counters for one execution of a transfer or stencil block."""
+        if TRANSFER_TAG in b.tags and not outer.in_transfer:
+            targets = sorted({outer.refs[r.from_].memory for r in b.refs
+                              if not r.is_alloc and r.dir.writes and r.from_ in outer.refs})
+            for memory in targets:
+                self.count(f"{memory}.transfers", 1)
+        if STENCIL_TAG in b.tags:
+            self.count("stencil.invocations", 1)
 
     def plan_loops(self, b: Block) -> tuple[dict[str, tuple[str, str]], dict[int, list[Affine]]]:
         """Loop bounds per index and, per loop position, the guards to test after it.
@@ -305,9 +339,15 @@ class _Emitter:
             else:
                 self.line(f"{ctype} *{cname} = ({ctype} *)malloc({span} * sizeof({ctype}));"
                           f"  /* {comment_name(r.into)} */")
-                frees.append(cname)
+                frees.append(f"free({cname});")
+            memory = r.location.name or MAIN_MEMORY
+            if r.location.name:
+                nbytes = span * r.dtype.itemsize
+                self.track_peak(memory, nbytes)
+                live = self.stats[f"{memory}.live_bytes"]
+                frees.append(f"stripe_counters[{live}] -= {nbytes};")
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
-                                       r.agg_op)
+                                       r.agg_op, memory)
         return frees
 
     def views(self, b: Block, outer: _Scope, scope: _Scope, path: str) -> None:
@@ -324,7 +364,8 @@ class _Emitter:
             ctype = C_TYPES[r.dtype]
             self.line(f"{ctype} *{cname} = {parent.cname} + "
                       f"({self.affine(offset, scope)});  /* {comment_name(r.into)} */")
-            scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, parent.strides, r.agg_op)
+            scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, parent.strides, r.agg_op,
+                                       parent.memory)
 
     def body_of(self, b: Block, scope: _Scope, path: str) -> None:
         for s in b.stmts:
@@ -351,11 +392,15 @@ class _Emitter:
     def load(self, s: Load, scope: _Scope, path: str) -> None:
         view = scope.refs[s.from_]
         self.scalar(scope, s.into, view.dtype, f"*{view.cname}")
+        if scope.in_transfer:
+            self.count(f"{view.memory}.bytes_out", view.dtype.itemsize)
 
     def store(self, s: Store, scope: _Scope, path: str) -> None:
         view = scope.refs[s.into]
         src, _ = scope.scalars[s.from_]
         self.line(_store_text(view, f"({C_TYPES[view.dtype]})({src})", view.agg))
+        if scope.in_transfer:
+            self.count(f"{view.memory}.bytes_in", view.dtype.itemsize)
 
     def constant(self, s: Constant, scope: _Scope, path: str) -> None:
         self.scalar(scope, s.name, s.dtype, c_literal(s.value, s.dtype))
@@ -437,6 +482,15 @@ class _Emitter:
         self.line(f"{self.address(dst, [row] + coords[k:])} += ({C_TYPES[dst.dtype]})"
                   f"{self.address(src, coords)};")
         self.close(1 + len(coords))
+
+
+def _stats_functions(n: int) -> str:
+    """The counters array and the two functions that read and reset it."""
+    return (f"static int64_t stripe_counters[{max(n, 1)}];\n"
+            f"void stripe_stats(int64_t *out) {{ for (int k = 0; k < {n}; ++k) "
+            f"out[k] = stripe_counters[k]; }}\n"
+            f"void stripe_reset_stats(void) {{ for (int k = 0; k < {max(n, 1)}; ++k) "
+            f"stripe_counters[k] = 0; }}\n")
 
 
 def _owns(r: Refinement, name: str) -> bool:

@@ -1,7 +1,7 @@
 """The ``stripe`` command line.
 
     stripe show    FILE.tile --input A=37x23:float32 ...   print the lowered Stripe IR
-    stripe run     FILE.tile --input ... [--target T] [--check] [--interpret]
+    stripe run     FILE.tile --input ... [--target T] [--check] [--interpret] [--stats]
     stripe compile FILE.tile --input ... [--target T] [--dump-dir DIR]
     stripe passes                                          every pass and its options
     stripe configs                                         every shipped hardware config
@@ -99,6 +99,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         shape = "x".join(map(str, value.shape)) or "scalar"
         print(f"{name}: {shape} {value.dtype}")
     print(f"time per call ({how}): {seconds * 1e3:.3f} ms")
+    if args.stats and not args.interpret:
+        print(format_stats(compiled.stats()))
     if args.check:
         reference = interpret(program, arrays)
         worst = 0.0
@@ -126,6 +128,19 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(compiled.c_source)
     return 0
+
+
+def format_stats(stats: dict[str, dict[str, int]]) -> str:
+    """The counters of ``Program.stats()`` as a table (one row per memory or unit)."""
+    if not stats:
+        return "stats: no transfers, local allocations or stencils in this program"
+    cols = sorted({m for row in stats.values() for m in row})
+    width = max(len(u) for u in stats) + 2
+    lines = ["".join(["unit".ljust(width)] + [c.rjust(14) for c in cols])]
+    for unit in sorted(stats):
+        cells = [str(stats[unit].get(c, "")).rjust(14) for c in cols]
+        lines.append("".join([unit.ljust(width)] + cells))
+    return "\n".join(lines)
 
 
 def _compile(program: Block, target: str | None) -> Program:
@@ -169,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
                             help="compare with the reference interpreter")
             sp.add_argument("--interpret", action="store_true",
                             help="run with the reference interpreter only")
+            sp.add_argument("--stats", action="store_true",
+                            help="print bytes moved, transfers and peak use per memory")
             sp.add_argument("--seed", type=int, default=0)
             sp.add_argument("--repeat", type=int, default=5)
         if name == "compile":

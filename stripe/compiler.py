@@ -60,8 +60,30 @@ class Program:
                 flat = _to_layout(np.asarray(arrays[spec.name]), spec)
             keep.append(flat)
             args[k] = ffi.from_buffer(flat) if flat.size else ffi.NULL
+        lib.stripe_reset_stats()
         lib.stripe_run(args)
         return {spec.name: _from_layout(flat, spec) for spec, flat in outs}
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Counters of the last call, measured by the emitted code while it ran.
+
+        ``{memory: {"bytes_in", "bytes_out", "transfers", "peak_bytes"}}`` for every memory that
+        a transfer block touched or that holds an allocation with a location (main memory is
+        reported as ``main``), plus ``{"stencil": {"invocations": n}}`` when blocks tagged
+        ``stencil`` ran. ``bytes_in`` counts bytes stored into the memory by transfer blocks,
+        ``bytes_out`` bytes loaded from it; ``transfers`` counts executions of transfer blocks
+        writing into it; ``peak_bytes`` is the largest total of its live allocations.
+        """
+        names = self.c_program.stat_names
+        ffi, lib = self.module.ffi, self.module.lib
+        out = ffi.new("int64_t[]", max(len(names), 1))
+        lib.stripe_stats(out)
+        table: dict[str, dict[str, int]] = {}
+        for k, name in enumerate(names):
+            unit, metric = name.rsplit(".", 1)
+            if metric != "live_bytes":
+                table.setdefault(unit, {})[metric] = int(out[k])
+        return table
 
 
 def check_arguments(specs: tuple[BufferSpec, ...], arrays: Mapping[str, object]) -> None:

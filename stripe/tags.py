@@ -28,3 +28,5 @@ BOUNDARY = "boundary"  # boundary pass: an edge piece that keeps its guards
 PAD = "pad"          # pad pass: the fill and copy kernels of a padded buffer
 LAYOUT = "layout"    # transpose pass: ``layout=<order>`` asks for a layout change of a user buffer
 THREADS = "threads"  # run the block's leading loops on several threads (OpenMP in C)
+TRANSFER = "transfer"  # a copy block between memories (counted by the C back end's stats)
+STENCIL = "stencil"    # a block standing for one invocation of a hardware stencil

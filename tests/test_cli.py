@@ -88,3 +88,13 @@ def test_run_with_a_target_dumps_every_pass(tmp_path, capsys):
     assert main(["run", str(EXAMPLES / "conv2d.tile"), *CONV, "--target", "cpu_avx2",
                  "--check", "--repeat", "1"]) == 0
     assert "(ok)" in capsys.readouterr().out
+
+
+def test_stats_table_formatting():
+    from stripe.cli import format_stats
+
+    table = format_stats({"SRAM": {"bytes_in": 48, "transfers": 3}, "main": {"bytes_out": 48}})
+    lines = table.splitlines()
+    assert lines[0].split() == ["unit", "bytes_in", "bytes_out", "transfers"]
+    assert lines[1].split() == ["SRAM", "48", "3"] and lines[2].split() == ["main", "48"]
+    assert "no transfers" in format_stats({})

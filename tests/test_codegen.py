@@ -214,3 +214,22 @@ def test_a_local_memory_buffer_is_a_real_array_with_copies(cache, rng):
     x = rng.standard_normal(12).astype(np.float32)
     np.testing.assert_array_equal(prog(X=x)["Y"], x * x)
     np.testing.assert_array_equal(interpret(program, {"X": x})["Y"], x * x)
+
+
+def test_stats_count_what_the_program_moved(cache, rng):
+    """3 tiles of 4 fp32: each tile's copy-in moves 16 bytes from main memory into SRAM."""
+    from stripe.irparser import parse_ir
+
+    prog = compile_program(parse_ir(SRAM_PROGRAM))
+    prog(X=rng.standard_normal(12).astype(np.float32))
+    stats = prog.stats()
+    assert stats["SRAM"] == {"bytes_in": 3 * 4 * 4, "transfers": 3, "peak_bytes": 4 * 4}
+    assert stats["main"] == {"bytes_out": 3 * 4 * 4}
+    prog(X=rng.standard_normal(12).astype(np.float32))
+    assert prog.stats()["SRAM"]["bytes_in"] == 48  # counters restart with every call
+
+
+def test_stats_are_empty_for_a_plain_program(cache):
+    prog = compile_program(matmul(3, 4, 5))
+    prog(A=np.zeros((3, 4), np.float32), B=np.zeros((4, 5), np.float32))
+    assert prog.stats() == {}

@@ -13,6 +13,10 @@ static inline int64_t stripe_ipow(int64_t b, int64_t e) {
     return r;
 }
 
+static int64_t stripe_counters[1];
+void stripe_stats(int64_t *out) { for (int k = 0; k < 0; ++k) out[k] = stripe_counters[k]; }
+void stripe_reset_stats(void) { for (int k = 0; k < 1; ++k) stripe_counters[k] = 0; }
+
 void stripe_run(void **args) {
     float *restrict b0 = (float *)args[0];  /* A */
     float *restrict b1 = (float *)args[1];  /* B */
