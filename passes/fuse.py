@@ -600,28 +600,9 @@ def _points_independent(placed: Sequence[_Member], views: Mapping[str, _View],
         touching = [m for m in placed if any(r.from_ == x for r in m.block.refs)]
         writes = any(r.from_ == x and (r.dir.writes or r.dir is RefDir.NONE)
                      for m in placed for r in m.block.refs)
-        if writes and len(touching) > 1 and not _disjoint(v.ref, fidxs):
+        if (writes and len(touching) > 1
+                and not poly.points_disjoint(fidxs, (), v.ref.access, v.ref.shape.sizes)):
             return False
-    return True
-
-
-def _disjoint(view: Refinement, fidxs: Sequence[Index]) -> bool:
-    """True when no two distinct points of ``fidxs`` have overlapping boxes of ``view``."""
-    first = {i.name: f"a:{i.name}" for i in fidxs}
-    second = {i.name: f"b:{i.name}" for i in fidxs}
-    space = poly.Space(tuple(first.values()) + tuple(second.values()))
-    cons: list[Affine] = []
-    for names in (first, second):
-        for i in fidxs:
-            cons += [Affine.of(names[i.name]), i.range - 1 - Affine.of(names[i.name])]
-    for acc, extent in zip(view.access, view.shape.sizes):
-        diff = acc.rename(first) - acc.rename(second)
-        cons += [diff + (extent - 1), (extent - 1) - diff]
-    for i in fidxs:
-        if i.range > 1:
-            apart = Affine.of(second[i.name]) - Affine.of(first[i.name]) - 1
-            if not poly.is_empty(poly.make_set(space, cons + [apart])):
-                return False
     return True
 
 

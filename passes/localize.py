@@ -158,7 +158,8 @@ def _move_into(child: Block, view: Refinement, decl: Refinement,
         box = poly.footprint(child, view.into, ancestors=context, local=True)
     except ValueError:  # depends on an index the context does not bound
         return None
-    if box is None or not _points_disjoint(child, view, box):
+    if box is None or not poly.points_disjoint(child.idxs, child.constraints, view.access,
+                                               box.extent):
         return None
     shape = TensorShape.packed(view.dtype, box.extent)
     alloc = Refinement(RefDir.NONE, "", view.into, tuple(Affine() for _ in box.extent), shape,
@@ -166,35 +167,6 @@ def _move_into(child: Block, view: Refinement, decl: Refinement,
     refs = tuple(alloc if r is view else r for r in child.refs)
     shift = tuple(-lo for lo in box.lo)
     return _rebase_children(child.replace(refs=refs), view.into, shape.strides, shift)
-
-
-def _points_disjoint(child: Block, view: Refinement, box: poly.Box) -> bool:
-    """True when no two distinct points of ``child`` touch a common element through
-    ``view``: for every index ``k``, no pair of points with ``x'_k > x_k`` has
-    ``|access_d(x) - access_d(x')| < extent_d`` in every dimension ``d``."""
-    if child.range_product == 1:
-        return True
-    first = {i.name: f"a:{i.name}" for i in child.idxs}
-    second = {i.name: f"b:{i.name}" for i in child.idxs}
-    outer = sorted({v for i in child.idxs for v in i.affine.vars()})
-    params = {v: f"p:{v}" for v in outer}
-    space = poly.Space(tuple(first.values()) + tuple(second.values()),
-                       tuple(params.values()))
-    cons: list[Affine] = []
-    for names in (first, second):
-        for idx in child.idxs:
-            value, base = Affine.of(names[idx.name]), idx.affine.rename(params)
-            cons += [value - base, base + (idx.range - 1) - value]
-        cons += [c.rename(names) for c in child.constraints]
-    for acc, extent in zip(view.access, box.extent):
-        diff = acc.rename(first) - acc.rename(second)
-        cons += [diff + (extent - 1), (extent - 1) - diff]
-    for idx in child.idxs:
-        if idx.range > 1:
-            apart = Affine.of(second[idx.name]) - Affine.of(first[idx.name]) - 1
-            if not poly.is_empty(poly.make_set(space, cons + [apart])):
-                return False
-    return True
 
 
 def _restrided(shape: TensorShape, strides: tuple[int, ...]) -> TensorShape:

@@ -648,3 +648,36 @@ __all__ = [
     "implies", "inner_name", "is_empty", "make_set", "nested_domain", "nested_domain_of",
     "outer_name", "sample_point", "scoped_name", "tile_footprint", "touches",
 ]
+
+
+def points_disjoint(idxs: Sequence[Index], constraints: Sequence[Affine],
+                    access: Sequence[Affine], extents: Sequence[int]) -> bool:
+    """True when no two distinct points of an iteration space touch a common element.
+
+    The space is ``idxs`` (passed-in affines of outer indexes stay symbolic, as parameters)
+    under ``constraints``; each point touches the box ``access(point) + [0, extent)``. For
+    every index ``k`` it asks isl for two points with ``x'_k > x_k`` whose boxes overlap in
+    every dimension; distinct points differ in some index, so no such pair means disjoint.
+    """
+    if all(i.range == 1 for i in idxs):
+        return True
+    first = {i.name: f"a:{i.name}" for i in idxs}
+    second = {i.name: f"b:{i.name}" for i in idxs}
+    outer = sorted({v for i in idxs for v in i.affine.vars()})
+    params = {v: f"p:{v}" for v in outer}
+    space = Space(tuple(first.values()) + tuple(second.values()), tuple(params.values()))
+    cons: list[Affine] = []
+    for names in (first, second):
+        for idx in idxs:
+            value, base = Affine.of(names[idx.name]), idx.affine.rename(params)
+            cons += [value - base, base + (idx.range - 1) - value]
+        cons += [c.rename(names) for c in constraints]
+    for acc, extent in zip(access, extents):
+        diff = acc.rename(first) - acc.rename(second)
+        cons += [diff + (extent - 1), (extent - 1) - diff]
+    for idx in idxs:
+        if idx.range > 1:
+            apart = Affine.of(second[idx.name]) - Affine.of(first[idx.name]) - 1
+            if not make_set(space, cons + [apart]).is_empty():
+                return False
+    return True
