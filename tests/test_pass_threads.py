@@ -1,0 +1,226 @@
+"""threads: before/after Stripe text, the OpenMP pragma in the emitted C, correct results on
+two OpenMP threads, reductions never split, and catalogue equivalence."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ops_catalog import OPS_BY_NAME, random_inputs
+from stripe.codegen.c_emitter import emit_c
+from stripe.passes import REGISTRY, autotile, threads
+from stripe.passes.threads import Options
+
+from stripe import interpret, lower, parse_ir, print_ir, verify
+from stripe.compiler import compile_program
+from stripe.ir import Block
+
+MATMUL = """
+#program
+block []:1 ( // matmul
+    #user in new A[0, 0] fp32:I(8, 5):(5, 1)
+    #user in new B[0, 0] fp32:I(5, 6):(6, 1)
+    #user out new C[0, 0] fp32:I(8, 6):(6, 1)
+) {
+    0: #main
+    block []:1 ( // main
+        in A[0, 0] fp32:I(8, 5):(5, 1)
+        in B[0, 0] fp32:I(5, 6):(6, 1)
+        out C[0, 0] fp32:I(8, 6):(6, 1)
+    ) {
+        0: #init #kernel
+        block [i:8, j:6] ( // kernel_0
+            out C[i, j] fp32:I(1, 1):(6, 1)
+        ) {
+            0: $zero = (fp32)0.0
+            1: C = store($zero)
+        }
+        1: #agg_op_add #comb_op_mul #contraction #kernel
+        block [k:5, i:8, j:6] ( // kernel_1
+            #contraction in A[i, k] fp32:I(1, 1):(5, 1)
+            #contraction in B[k, j] fp32:I(1, 1):(6, 1)
+            out C[i, j]:add fp32:I(1, 1):(6, 1)
+        ) {
+            0: $A = load(A)
+            1: $B = load(B)
+            2: $C = mul:fp32($A, $B)
+            3: C = store($C)
+        }
+    }
+}
+"""
+
+# the reduction index k leads kernel_1: the thread index i moves to the front
+THREADED = """
+#program
+block []:1 ( // matmul
+    #user in new A[0, 0] fp32:I(8, 5):(5, 1)
+    #user in new B[0, 0] fp32:I(5, 6):(6, 1)
+    #user out new C[0, 0] fp32:I(8, 6):(6, 1)
+) {
+    0: #main
+    block []:1 ( // main
+        in A[0, 0] fp32:I(8, 5):(5, 1)
+        in B[0, 0] fp32:I(5, 6):(6, 1)
+        out C[0, 0] fp32:I(8, 6):(6, 1)
+    ) {
+        0: #init #kernel #threads
+        block [#thread i:4]:4 ( // kernel_0
+            out C[2*i, 0] fp32:I(2, 6):(6, 1)
+        ) {
+            0: block [i:2, j:6]:12 ( // kernel_0_inner
+                out C[i, j] fp32:I(1, 1):(6, 1)
+            ) {
+                0: $zero = (fp32)0.0
+                1: C = store($zero)
+            }
+        }
+        1: #agg_op_add #comb_op_mul #contraction #kernel #threads
+        block [#thread i:4]:4 ( // kernel_1
+            #contraction in A[2*i, 0] fp32:I(2, 5):(5, 1)
+            #contraction in B[0, 0] fp32:I(5, 6):(6, 1)
+            out C[2*i, 0]:add fp32:I(2, 6):(6, 1)
+        ) {
+            0: block [k:5, i:2, j:6]:60 ( // kernel_1_inner
+                #contraction in A[i, k] fp32:I(1, 1):(5, 1)
+                #contraction in B[k, j] fp32:I(1, 1):(6, 1)
+                out C[i, j]:add fp32:I(1, 1):(6, 1)
+            ) {
+                0: $A = load(A)
+                1: $B = load(B)
+                2: $C = mul:fp32($A, $B)
+                3: C = store($C)
+            }
+        }
+    }
+}
+"""
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("STRIPE_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def check_same_results(before: Block, after: Block, arrays: dict[str, np.ndarray]) -> None:
+    verify(after)
+    want, got = interpret(before, arrays), interpret(after, arrays)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def matmul_arrays() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    return {"A": rng.standard_normal((8, 5)).astype(np.float32),
+            "B": rng.standard_normal((5, 6)).astype(np.float32)}
+
+
+def test_matmul_on_four_threads():
+    program = parse_ir(MATMUL)
+    after = threads.run(program, Options(reqs=("kernel",), num_threads=4))
+    assert print_ir(after) == print_ir(parse_ir(THREADED))
+    check_same_results(program, after, matmul_arrays())
+
+
+def test_the_emitted_c_has_an_openmp_loop_over_the_threads():
+    after = threads.run(parse_ir(MATMUL), Options(reqs=("kernel",), num_threads=4))
+    source = emit_c(after).source
+    assert source.count("#pragma omp parallel for collapse(1)") == 2
+    six = threads.run(parse_ir(MATMUL), Options(reqs=("contraction",), num_threads=6))
+    assert [i.name for i in six.stmts[0].stmts[1].idxs] == ["i", "j"]
+    assert "#pragma omp parallel for collapse(2)" in emit_c(six).source
+
+
+def test_two_openmp_threads_give_the_numpy_result(tmp_path: Path):
+    script = textwrap.dedent(f"""
+        import numpy as np
+        from stripe import parse_ir
+        from stripe.compiler import compile_program
+        from stripe.passes import threads
+        program = threads.run(parse_ir({MATMUL!r}),
+                              threads.Options(reqs=("kernel",), num_threads=4))
+        prog = compile_program(program)
+        assert "#pragma omp parallel for" in prog.c_source
+        rng = np.random.default_rng(5)
+        a = rng.standard_normal((8, 5)).astype(np.float32)
+        b = rng.standard_normal((5, 6)).astype(np.float32)
+        np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-5, atol=1e-5)
+        print("ok")
+    """)
+    env = dict(os.environ, OMP_NUM_THREADS="2", STRIPE_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_reductions_are_never_threaded():
+    op = OPS_BY_NAME["sum_all"]
+    program = lower(op.source, op.input_specs())
+    assert threads.run(program, Options(reqs=("contraction",), num_threads=4)) is program
+    row_sum = OPS_BY_NAME["sum_axis0"]  # O[n] = +(I[m, n])
+    program = lower(row_sum.source, row_sum.input_specs())
+    after = threads.run(program, Options(reqs=("contraction",), num_threads=4))
+    outer = next(b for _, b in after.walk() if "contraction" in b.tags)
+    assert outer.idx_names == ("n",) and "threads" in outer.tags
+    check_same_results(program, after, random_inputs(row_sum))
+
+
+def test_nothing_to_do_returns_the_same_object():
+    program = parse_ir(MATMUL)
+    assert threads.run(program, Options(reqs=("kernel",), num_threads=1)) is program
+    once = threads.run(program, Options(reqs=("kernel",), num_threads=4))
+    assert threads.run(once, Options(num_threads=4)) is once  # no nested threads
+
+
+def test_threads_over_the_tiles_of_autotile(cache: Path):
+    op = OPS_BY_NAME["matmul"]
+    program = lower(op.source, op.input_specs())
+    tiled = autotile.run(program, autotile.Options(reqs=("contraction",), max_sizes_product=16,
+                                                   inner_set=("tile",)))
+    after = threads.run(tiled, Options(reqs=("contraction",), num_threads=4))
+    verify(after)
+    outer = next(b for _, b in after.walk() if "threads" in b.tags)
+    assert outer.sub_blocks[0].sub_blocks[0].has_tags({"tile"})
+    prog = compile_program(after)
+    assert "#pragma omp parallel for" in prog.c_source
+    arrays = random_inputs(op)
+    np.testing.assert_allclose(prog(**arrays)["C"], op.reference(**arrays)["C"],
+                               rtol=op.rtol, atol=op.atol)
+
+
+def test_options():
+    assert REGISTRY["threads"].options is Options
+    with pytest.raises(ValueError, match="num_threads"):
+        Options(num_threads=0)
+
+
+CATALOGUE = ["matmul", "batched_matmul", "conv1d_same", "conv2d", "depthwise_conv2d",
+             "maxpool2x2", "cumsum", "transpose", "concat", "bias_relu", "softmax"]
+
+
+@pytest.mark.parametrize("name", CATALOGUE)
+def test_catalogue_programs_keep_their_results(name):
+    op = OPS_BY_NAME[name]
+    program = lower(op.source, op.input_specs())
+    after = threads.run(program, Options(reqs=("kernel",), num_threads=4))
+    assert after is not program
+    check_same_results(program, after, random_inputs(op))
+
+
+@pytest.mark.parametrize("name", ["matmul", "conv2d", "bias_relu"])
+def test_c_back_end_agrees(name, cache):
+    op = OPS_BY_NAME[name]
+    after = threads.run(lower(op.source, op.input_specs()),
+                        Options(reqs=("kernel",), num_threads=4))
+    prog = compile_program(after)
+    assert "#pragma omp parallel for" in prog.c_source
+    arrays = random_inputs(op)
+    got, want = prog(**arrays), op.reference(**arrays)
+    for out in want:
+        np.testing.assert_allclose(got[out], want[out], rtol=op.rtol, atol=op.atol)
