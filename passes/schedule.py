@@ -1,0 +1,329 @@
+"""schedule: order a block's statements along their dependencies to fit a local memory.
+
+What it does: in every selected block that declares an allocation in the memory ``mem_loc``
+(a block with explicitly managed memory, e.g. an SRAM buffer filled by copy blocks tagged
+``transfer``), the pass builds the dependency graph of the statement list (a networkx DAG):
+an edge ``s1 -> s2`` (``s1`` before ``s2``) when ``s2`` uses a scalar ``s1`` defines, or
+when both touch the same refinement of the block and one of them writes it (read after
+write, write after read, write after write). What a statement touches is read from loads,
+stores and specials, and from the child blocks' views (their directions); for a child block
+the touched elements are the polyhedral footprint of the view (``stripe.poly.footprint``),
+so two statements that touch disjoint boxes of one buffer do not depend on each other.
+
+The *working set* at a step is the bytes of the ``mem_loc`` allocations live at that step
+(from the first to the last statement touching them) plus what the statement itself
+allocates in ``mem_loc`` inside it (its own peak, computed the same way, recursively).
+Two orders are candidates: the original one and a greedy list schedule that, among the
+statements whose predecessors are done, prefers one that keeps within ``mem_KiB``, then the
+one that grows the live bytes least (allocations it opens minus those it is the last user
+of: copy-outs and consumers run as soon as possible, copy-ins as late as possible), then the
+earliest original position. The order with the smaller peak wins (ties keep the original
+order), and the statement tuple is rewritten in that order.
+
+Recorded: the block gets ``scheduled`` and ``working_set_<mem_loc>=<peak bytes>``; every
+statement with direct predecessors in the transitive reduction of the DAG gets
+``deps=<p1>:<p2>...`` (their new positions). Transfer blocks (tagged ``transfer``) without a
+location get ``Location(xfer_loc)``, the unit that moves the data.
+
+Preconditions: valid IR. Postconditions: the same outputs for every input (each point still
+runs its statements serially, in an order that respects every dependency: a topological
+order of the DAG); the peak working set is at most ``mem_KiB`` KiB, else
+:class:`WorkingSetError` names the block, the memory, the working set and the limit.
+
+Tags read: ``reqs``/``exclude``, ``transfer``. Tags set: ``scheduled``,
+``working_set_<mem_loc>=<bytes>`` (blocks), ``deps=...`` (statements).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from stripe import poly
+from stripe.errors import IRError
+from stripe.ir import (
+    AggOp,
+    Block,
+    Constant,
+    Intrinsic,
+    Load,
+    LoadIndex,
+    Location,
+    Refinement,
+    Special,
+    Statement,
+    Store,
+    with_field,
+)
+
+from .place import align_up, lifetimes, stmt_names
+from .select import Selection, Site, rewrite
+
+NAME = "schedule"
+SCHEDULED = "scheduled"
+"""Block tag: the statement order was chosen by the schedule pass."""
+TRANSFER = "transfer"
+"""Block tag (set by cache): a copy block moving data between memories."""
+WORKING_SET_TAG = "working_set_{loc}={bytes}"
+"""Block tag: the peak working set in ``loc`` of the chosen order, in bytes."""
+DEPS_TAG = "deps={positions}"
+"""Statement tag: positions (``:``-separated) of its direct predecessors."""
+
+
+@dataclass(frozen=True)
+class Options(Selection):
+    """Options of ``schedule``: the managed memory, its size and the transfer unit."""
+
+    mem_loc: str = "SRAM"
+    """Name of the explicitly managed memory (the location name of its allocations)."""
+
+    mem_KiB: int = 0
+    """Size of ``mem_loc`` in KiB; a working set above it is an error (0: no limit)."""
+
+    alignment: int = 1
+    """Buffer sizes are rounded up to a multiple of this many bytes (as placement will)."""
+
+    xfer_loc: str = "DMA"
+    """The transfer unit given to ``transfer`` blocks that have no location."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.alignment < 1:
+            raise ValueError(f"alignment must be >= 1, got {self.alignment}")
+        if self.mem_KiB < 0:
+            raise ValueError(f"mem_KiB must be >= 0, got {self.mem_KiB}")
+        if not self.mem_loc:
+            raise ValueError("mem_loc must name a local memory")
+
+
+class WorkingSetError(IRError):
+    """Even the best statement order found needs more of a memory than it has."""
+
+    def __init__(self, path: str, loc: str, needed: int, limit_kib: int, step: int) -> None:
+        message = (f"block {path}: working set {needed / 1024:g} KiB ({needed} B) of {loc} "
+                   f"exceeds mem_KiB {limit_kib} (at statement {step})")
+        super().__init__(message)
+        self.path = path
+        self.loc = loc
+        self.needed = needed
+        self.limit_kib = limit_kib
+
+
+# what a statement touches --------------------------------------------------------------
+
+Region = poly.Box | None
+"""Elements of a buffer a statement touches: a box, or None for 'unknown, maybe all'."""
+
+
+@dataclass
+class Access:
+    """Scalars defined and used, and buffer regions read and written, by one statement."""
+
+    defs: set[str] = field(default_factory=set)
+    uses: set[str] = field(default_factory=set)
+    reads: dict[str, list[Region]] = field(default_factory=dict)
+    writes: dict[str, list[Region]] = field(default_factory=dict)
+
+
+def _element0(r: Refinement) -> poly.Box:
+    return poly.Box((0,) * r.shape.rank, (1,) * r.shape.rank)
+
+
+def _scalar_access(stmt: Statement, a: Access) -> None:
+    if isinstance(stmt, (Constant,)):
+        a.defs.add(stmt.name)
+    elif isinstance(stmt, (Load, LoadIndex)):
+        a.defs.add(stmt.into)
+    elif isinstance(stmt, Store):
+        a.uses.add(stmt.from_)
+    elif isinstance(stmt, Intrinsic):
+        a.uses.update(stmt.inputs)
+        a.defs.update(stmt.outputs)
+
+
+def _view_region(child: Block, view: Refinement, context: tuple[Block, ...]) -> Region:
+    try:
+        return poly.footprint(child, view.into, ancestors=context)
+    except ValueError:
+        return None
+
+
+def access_of(block: Block, stmt: Statement, ancestors: tuple[Block, ...]) -> Access:
+    """What ``stmt`` (a statement of ``block``) touches, in ``block``'s names."""
+    a = Access()
+    _scalar_access(stmt, a)
+    if isinstance(stmt, Load):
+        a.reads.setdefault(stmt.from_, []).append(_element0(block.ref(stmt.from_)))
+    elif isinstance(stmt, Store):
+        r = block.ref(stmt.into)
+        a.writes.setdefault(stmt.into, []).append(_element0(r))
+        if r.agg_op is not AggOp.ASSIGN:
+            a.reads.setdefault(stmt.into, []).append(_element0(r))
+    elif isinstance(stmt, Special):
+        for n in stmt.inputs:
+            a.reads.setdefault(n, []).append(None)
+        for n in stmt.outputs:
+            a.writes.setdefault(n, []).append(None)
+    elif isinstance(stmt, Block):
+        context = ancestors + (block,)
+        for view in stmt.refs:
+            if not view.from_:
+                continue
+            region = _view_region(stmt, view, context)
+            if view.dir.reads or not view.dir.writes:
+                a.reads.setdefault(view.from_, []).append(region)
+            if view.dir.writes or not view.dir.reads:
+                a.writes.setdefault(view.from_, []).append(region)
+    return a
+
+
+def _overlap(x: Region, y: Region) -> bool:
+    if x is None or y is None:
+        return True
+    return all(lo1 <= hi2 and lo2 <= hi1
+               for lo1, hi1, lo2, hi2 in zip(x.lo, x.hi, y.lo, y.hi))
+
+
+def _touch(xs: dict[str, list[Region]], ys: dict[str, list[Region]]) -> bool:
+    return any(_overlap(x, y) for name in xs.keys() & ys.keys()
+               for x in xs[name] for y in ys[name])
+
+
+def depends(first: Access, then: Access) -> bool:
+    """True when ``then`` must stay after ``first``."""
+    return bool(first.defs & then.uses) or _touch(first.writes, then.reads) \
+        or _touch(first.reads, then.writes) or _touch(first.writes, then.writes)
+
+
+def dependency_graph(block: Block, ancestors: tuple[Block, ...] = ()) -> nx.DiGraph:
+    """The DAG over statement positions of ``block``: ``i -> j`` when ``j`` must follow ``i``."""
+    accesses = [access_of(block, s, ancestors) for s in block.stmts]
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(accesses)))
+    for j, later in enumerate(accesses):
+        for i in range(j):
+            if depends(accesses[i], later):
+                g.add_edge(i, j)
+    return g
+
+
+# working sets ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The memory being scheduled and the sizes the pass counts."""
+
+    loc: str
+    alignment: int
+    limit: int  # bytes, 0: none
+
+    def size(self, r: Refinement) -> int:
+        return align_up(r.shape.byte_size, self.alignment)
+
+    def allocs(self, block: Block) -> dict[str, int]:
+        return {r.into: self.size(r) for r in block.refs
+                if r.is_alloc and r.location.name == self.loc}
+
+    def inner_peak(self, stmt: Statement) -> int:
+        """Bytes of ``loc`` that ``stmt`` allocates inside itself at its peak."""
+        if not isinstance(stmt, Block):
+            return 0
+        return self.profile(stmt, range(len(stmt.stmts)))[0]
+
+    def profile(self, block: Block, order: Sequence[int]) -> tuple[int, int]:
+        """``(peak bytes, step of the peak)`` of running ``block``'s statements in ``order``."""
+        sizes = self.allocs(block)
+        reordered = block.replace(stmts=tuple(block.stmts[k] for k in order))
+        spans = lifetimes(reordered, sizes)
+        best = (0, 0)
+        for step, k in enumerate(order):
+            live = sum(n for name, n in sizes.items()
+                       if spans[name][0] <= step <= spans[name][1])
+            best = max(best, (live + self.inner_peak(block.stmts[k]), -step))
+        return best[0], -best[1]
+
+
+def greedy_order(block: Block, graph: nx.DiGraph, budget: Budget) -> list[int]:
+    """A list schedule preferring statements that fit, then least growth, then position."""
+    sizes = budget.allocs(block)
+    users = {name: {k for k, s in enumerate(block.stmts) if name in stmt_names(s)}
+             for name in sizes}
+    pending = {k: graph.in_degree(k) for k in graph.nodes}
+    ready = sorted(k for k, n in pending.items() if n == 0)
+    live: set[str] = set()
+    order: list[int] = []
+    while ready:
+        k = min(ready, key=lambda c: _priority(c, block, live, users, sizes, budget))
+        ready.remove(k)
+        order.append(k)
+        for name in stmt_names(block.stmts[k]) & sizes.keys():
+            users[name].discard(k)
+            if users[name]:
+                live.add(name)
+            else:
+                live.discard(name)
+        for succ in graph.successors(k):
+            pending[succ] -= 1
+            if pending[succ] == 0:
+                ready.append(succ)
+    return order
+
+
+def _priority(k: int, block: Block, live: set[str], users: dict[str, set[int]],
+              sizes: dict[str, int], budget: Budget) -> tuple[bool, int, int]:
+    touched = stmt_names(block.stmts[k]) & sizes.keys()
+    opens = sum(sizes[n] for n in touched - live)
+    frees = sum(sizes[n] for n in touched if users[n] == {k})
+    step_bytes = sum(sizes[n] for n in live) + opens + budget.inner_peak(block.stmts[k])
+    too_big = bool(budget.limit) and step_bytes > budget.limit
+    return too_big, opens - frees, k
+
+
+# the pass ----------------------------------------------------------------------------------
+
+
+def _deps_tags(stmt: Statement, preds: list[int]) -> Statement:
+    kept = frozenset(t for t in stmt.tags if not t.startswith("deps="))
+    if preds:
+        kept |= {DEPS_TAG.format(positions=":".join(map(str, sorted(preds))))}
+    return with_field(stmt, tags=kept)
+
+
+def _with_xfer_loc(stmt: Statement, xfer_loc: str) -> Statement:
+    if isinstance(stmt, Block) and TRANSFER in stmt.tags and not stmt.location.name:
+        return stmt.replace(location=Location(xfer_loc, stmt.location.bank))
+    return stmt
+
+
+def _schedule_block(block: Block, site: Site, options: Options) -> Block:
+    budget = Budget(options.mem_loc, options.alignment, options.mem_KiB * 1024)
+    if not budget.allocs(block):
+        return block
+    graph = dependency_graph(block, site.ancestors)
+    order = list(range(len(block.stmts)))
+    peak, step = budget.profile(block, order)
+    greedy = greedy_order(block, graph, budget)
+    greedy_peak, greedy_step = budget.profile(block, greedy)
+    if greedy_peak < peak:  # the original order wins ties
+        order, peak, step = greedy, greedy_peak, greedy_step
+    if budget.limit and peak > budget.limit:
+        raise WorkingSetError(site.path, options.mem_loc, peak, options.mem_KiB, step)
+    position = {old: new for new, old in enumerate(order)}
+    reduced = nx.transitive_reduction(graph)
+    stmts = tuple(_deps_tags(_with_xfer_loc(block.stmts[k], options.xfer_loc),
+                             [position[p] for p in reduced.predecessors(k)]) for k in order)
+    new_tags = {t for t in block.tags if not t.startswith(f"working_set_{options.mem_loc}=")}
+    new_tags |= {SCHEDULED, WORKING_SET_TAG.format(loc=options.mem_loc, bytes=peak)}
+    return block.replace(stmts=stmts, tags=frozenset(new_tags))
+
+
+def run(block: Block, options: Options) -> Block:
+    """Order the statements of every selected block that allocates in ``mem_loc``."""
+    return rewrite(block, options, lambda b, site: _schedule_block(b, site, options))
+
+
+__all__ = ["DEPS_TAG", "NAME", "Options", "SCHEDULED", "TRANSFER", "WORKING_SET_TAG",
+           "WorkingSetError", "dependency_graph", "greedy_order", "run"]

@@ -1,0 +1,358 @@
+"""stencil: match blocks to a hardware stencil (a MAC unit, a GEMM micro-kernel) and split
+them so that the inner block has exactly the stencil's shape.
+
+A *stencil* (PlaidML's ``StencilPass``) describes a compute unit: a startup cost and a list of
+index *slots*, each with a size (``-1``: any, the whole range) and one stride code per output
+and per input refinement: ``0`` the index is unused by that refinement (stride 0), ``1`` it
+must be unit stride there, ``-1`` it is used with any stride (non-zero: so that ``m`` of a
+MAC unit cannot land on a reduction index of ``C``; write ``0`` for "unused"). The stride of
+an index in a refinement is ``sum_d coeff_d * stride_d`` over the dimensions of its access
+(views keep their parent's strides). A 4x16 multiply-accumulate unit,
+``C[m, n] += A[m, k] * B[k, n]``::
+
+    {startup_cost: 32, idxs: [{name: m, size: 4,  outs: [-1], ins: [-1, 0]},
+                              {name: n, size: 16, outs: [1],  ins: [0, 1]},
+                              {name: k, size: -1, outs: [0],  ins: [-1, -1]}]}
+
+What it does, for every selected *leaf* block (no child block): its outputs are its views
+written (dir ``out``/``inout``), its inputs its views only read (dir ``in``), each in block
+order. A stencil with as many outputs and inputs is tried with every assignment of distinct
+block indexes (not passed in) to its slots and every order of the block's outputs and inputs
+to its output and input positions. An assignment matches when every stride code holds and
+every slot of size ``s > 0`` gets an index whose range ``r`` is a multiple of ``s`` (with
+``allow_pad``, any range: the last tile overflows and is cut by a constraint). Among all
+matches of all stencils the cheapest wins::
+
+    cost = (padded + startup_cost * invocations) / volume
+
+where, with tile ``t = s`` for a slot of size ``s``, ``t = r`` for a slot of size ``-1`` and
+``t = 1`` for an index matched to no slot, ``invocations = prod ceil(r/t)``, ``padded =
+prod ceil(r/t)*t`` (points computed including overflow) and ``volume = prod r``. Ties go to
+the stencil declared first, then to the first assignment in enumeration order
+(``itertools.permutations`` of the block's indexes, outputs, inputs).
+
+The rewrite is :func:`stripe.passes.autotile.apply_tile` with that tile: an outer block over
+``ceil(r/t)`` tiles (indexes matched to no slot run there; the outer block keeps the block's
+tags plus ``outer_set``) holding an inner block whose indexes have exactly the slots' sizes
+(and range 1 for the unmatched ones), tagged ``stencil`` plus ``inner_set``; each matched index
+gets the tag ``stencil_<slot>``; the inner view at output position ``k`` gets tag
+``outputs_set[k]``, at input position ``k`` tag ``inputs_set[k]``. A slot of size ``s`` larger
+than the range ``r`` (``allow_pad`` only) first grows the index to ``s`` with the constraint
+``(r - 1) - n >= 0``. Tiles that overflow get apply_tile's constraint
+``(r - 1) - n_0 - n >= 0``.
+
+Blocks that match no stencil, blocks with children, and blocks already tagged ``stencil`` are
+left alone (the same object).
+
+Preconditions: valid IR. Postconditions: valid IR with the same meaning (every point of the
+block runs once, as ``n = t*outer + inner``; overflowing points are excluded by constraints);
+every stenciled inner block is a leaf tagged ``stencil`` whose non-unit ranges are the slots'
+sizes and whose refinements satisfy the stencil's stride codes.
+
+Tags read: ``reqs``/``exclude``, ``stencil``. Tags set: ``stencil`` and ``inner_set`` on the
+inner block, ``outer_set`` on the outer block, ``stencil_<slot>`` on inner indexes,
+``inputs_set``/``outputs_set`` on inner refinements.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import yaml
+
+from stripe.affine import Affine
+from stripe.ir import Block, Index, RefDir, Refinement
+
+from .autotile import apply_tile
+from .select import Selection, Site, rewrite
+
+NAME = "stencil"
+
+STENCIL = "stencil"
+"""Tag of every inner block this pass creates (what a back end looks for)."""
+
+STENCIL_IDX_PREFIX = "stencil_"
+"""Prefix of the tag naming the slot of a matched inner index (``stencil_m``)."""
+
+_CODES = (-1, 0, 1)
+
+
+@dataclass(frozen=True)
+class StencilIdx:
+    """One slot: its name, size (``-1``: any) and stride codes per output and input."""
+
+    name: str
+    size: int
+    outs: tuple[int, ...]
+    ins: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Stencil:
+    """A parsed stencil (see the module docstring)."""
+
+    startup_cost: float
+    idxs: tuple[StencilIdx, ...]
+
+    @property
+    def n_outs(self) -> int:
+        return len(self.idxs[0].outs)
+
+    @property
+    def n_ins(self) -> int:
+        return len(self.idxs[0].ins)
+
+
+@lru_cache(maxsize=256)
+def parse_stencil(text: str) -> Stencil:
+    """Parse one stencil written as a YAML flow mapping (PlaidML's keys):
+    ``{startup_cost: 32, idxs: [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, ...]}``.
+    Raises ``ValueError`` saying what is wrong."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"stencil {text!r} is not a YAML mapping: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"stencil {text!r} must be a mapping with keys startup_cost, idxs")
+    _check_keys(data, {"startup_cost", "idxs"}, f"stencil {text!r}")
+    cost = data.get("startup_cost", 0)
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
+        raise ValueError(f"startup_cost of stencil {text!r} must be a number >= 0, got {cost!r}")
+    raw = data.get("idxs")
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"idxs of stencil {text!r} must be a non-empty list")
+    idxs = tuple(_parse_idx(item, text) for item in raw)
+    names = [i.name for i in idxs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"stencil {text!r} repeats an index name: {names}")
+    if len({(len(i.outs), len(i.ins)) for i in idxs}) != 1:
+        raise ValueError(f"every index of stencil {text!r} needs as many outs and as many ins")
+    return Stencil(float(cost), idxs)
+
+
+def _check_keys(data: dict, valid: set[str], what: str) -> None:  # type: ignore[type-arg]
+    unknown = set(map(str, data)) - valid
+    if unknown:
+        raise ValueError(f"{what}: unknown key(s) {sorted(unknown)}; valid: {sorted(valid)}")
+
+
+def _parse_idx(item: object, text: str) -> StencilIdx:
+    what = f"an index of stencil {text!r}"
+    if not isinstance(item, dict):
+        raise ValueError(f"{what} must be a mapping with keys name, size, outs, ins")
+    _check_keys(item, {"name", "size", "outs", "ins"}, what)
+    name, size = item.get("name"), item.get("size", -1)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{what} needs a name (a string), got {name!r}")
+    if isinstance(size, bool) or not isinstance(size, int) or not (size == -1 or size >= 1):
+        raise ValueError(f"size of slot {name} must be -1 (any) or >= 1, got {size!r}")
+    codes = {}
+    for key in ("outs", "ins"):
+        value = item.get(key, [])
+        if not isinstance(value, list) or any(
+                isinstance(c, bool) or c not in _CODES for c in value):
+            raise ValueError(f"{key} of slot {name} must be a list of stride codes "
+                             f"(-1 any non-zero, 0 unused, 1 unit), got {value!r}")
+        codes[key] = tuple(value)
+    return StencilIdx(name, size, codes["outs"], codes["ins"])
+
+
+@dataclass(frozen=True)
+class Options(Selection):
+    """Options of ``stencil`` (PlaidML's ``StencilPass``)."""
+
+    stencils: tuple[str, ...] = ()
+    """The stencils, each a YAML flow mapping with PlaidML's keys, e.g.
+    ``"{startup_cost: 32, idxs: [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, {name: n,
+    size: 16, outs: [1], ins: [0, 1]}, {name: k, size: -1, outs: [0], ins: [-1, -1]}]}"``.
+    ``size``: the slot's size (-1: any, the whole range); ``outs``/``ins``: one stride code
+    per output/input refinement (0 unused, 1 unit stride, -1 used with any non-zero
+    stride)."""
+
+    allow_pad: bool = False
+    """Accept a slot size that does not divide the index's range (or exceeds it): the last
+    tile overflows and a constraint removes its extra points."""
+
+    outer_set: tuple[str, ...] = ()
+    """Tags added to the outer block (the block over stencil invocations)."""
+
+    inner_set: tuple[str, ...] = ()
+    """Tags added to the inner block (one stencil invocation), e.g. ``mac_4x16``; it is
+    always tagged ``stencil`` too."""
+
+    inputs_set: tuple[str, ...] = ()
+    """Tag ``k`` goes on the inner view matched to the stencil's input position ``k``."""
+
+    outputs_set: tuple[str, ...] = ()
+    """Tag ``k`` goes on the inner view matched to the stencil's output position ``k``."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for text in self.stencils:
+            parse_stencil(text)
+
+
+def run(block: Block, options: Options) -> Block:
+    """Stencil every selected leaf block that matches one of ``options.stencils``."""
+    stencils = tuple(parse_stencil(t) for t in options.stencils)
+    if not stencils:
+        return block
+    return rewrite(block, options, lambda b, site: _stencil(b, site, stencils, options))
+
+
+def _stencil(block: Block, site: Site, stencils: Sequence[Stencil], options: Options) -> Block:
+    if block.sub_blocks or STENCIL in block.tags:
+        return block
+    match = best_match(block, stencils, allow_pad=options.allow_pad)
+    if match is None:
+        return block
+    return apply_match(block, match, options, ancestors=site.ancestors)
+
+
+# matching ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Match:
+    """A stencil matched to a block: which stencil, its slots' indexes, the block's views at
+    the stencil's output and input positions, and the cost."""
+
+    stencil: int  # position in the options' list
+    slots: tuple[tuple[str, str, int], ...]  # (slot name, block index, size) per slot
+    outs: tuple[str, ...]  # block view per output position
+    ins: tuple[str, ...]  # block view per input position
+    cost: float
+
+    def tile(self, block: Block) -> dict[str, int]:
+        """Inner size per index: the slot's size (the range for ``-1``), 1 if unmatched."""
+        sizes = {n: (s if s > 0 else block.idx(n).range) for _, n, s in self.slots}
+        return {i.name: sizes.get(i.name, 1) for i in block.idxs if not i.is_passed_in}
+
+
+def ref_stride(r: Refinement, idx: str) -> int:
+    """Elements moved in ``r``'s buffer when index ``idx`` grows by one."""
+    return sum(a.coeff(idx) * s for a, s in zip(r.access, r.shape.strides))
+
+
+def _code_ok(code: int, stride: int) -> bool:
+    """Stride code ``code`` (0 unused, 1 unit, -1 used with any stride) holds for ``stride``."""
+    return stride != 0 if code == -1 else stride == code
+
+
+def _views(block: Block) -> tuple[tuple[Refinement, ...], tuple[Refinement, ...]]:
+    """The block's (outputs, inputs): views written, views only read."""
+    views = [r for r in block.refs if not r.is_alloc]
+    return (tuple(r for r in views if r.dir.writes),
+            tuple(r for r in views if r.dir == RefDir.IN))
+
+
+def _size_ok(size: int, rng: int, allow_pad: bool) -> bool:
+    return size == -1 or rng % size == 0 or allow_pad
+
+
+def _cost(block: Block, stencil: Stencil, tile: dict[str, int]) -> float:
+    invocations = padded = 1
+    for i in block.idxs:
+        t = tile.get(i.name, 1)
+        tiles = math.ceil(i.range / t)
+        invocations *= tiles
+        padded *= tiles * t
+    return (padded + stencil.startup_cost * invocations) / max(block.range_product, 1)
+
+
+def matches(block: Block, stencil: Stencil, k: int = 0, *,
+            allow_pad: bool = False) -> Iterator[Match]:
+    """Every match of ``stencil`` (at position ``k``) on ``block``, in enumeration order."""
+    outs, ins = _views(block)
+    if len(outs) != stencil.n_outs or len(ins) != stencil.n_ins:
+        return
+    free = [i for i in block.idxs if not i.is_passed_in]
+    for chosen in itertools.permutations(free, len(stencil.idxs)):
+        if not all(_size_ok(s.size, i.range, allow_pad) for s, i in zip(stencil.idxs, chosen)):
+            continue
+        for o_perm in itertools.permutations(outs):
+            if not _strides_ok(stencil, chosen, o_perm, "outs"):
+                continue
+            for i_perm in itertools.permutations(ins):
+                if _strides_ok(stencil, chosen, i_perm, "ins"):
+                    yield _make_match(block, stencil, k, chosen, o_perm, i_perm)
+
+
+def _strides_ok(stencil: Stencil, chosen: Sequence[Index], refs: Sequence[Refinement],
+                which: str) -> bool:
+    return all(_code_ok(code, ref_stride(r, i.name))
+               for s, i in zip(stencil.idxs, chosen)
+               for code, r in zip(getattr(s, which), refs))
+
+
+def _make_match(block: Block, stencil: Stencil, k: int, chosen: Sequence[Index],
+                outs: Sequence[Refinement], ins: Sequence[Refinement]) -> Match:
+    slots = tuple((s.name, i.name, s.size) for s, i in zip(stencil.idxs, chosen))
+    m = Match(k, slots, tuple(r.into for r in outs), tuple(r.into for r in ins), 0.0)
+    cost = _cost(block, stencil, m.tile(block))
+    return Match(k, slots, m.outs, m.ins, float(f"{cost:.10g}"))
+
+
+def best_match(block: Block, stencils: Sequence[Stencil], *,
+               allow_pad: bool = False) -> Match | None:
+    """The cheapest match of any stencil on ``block`` (ties: first found), or None."""
+    best: Match | None = None
+    for k, stencil in enumerate(stencils):
+        for m in matches(block, stencil, k, allow_pad=allow_pad):
+            if best is None or m.cost < best.cost:
+                best = m
+    return best
+
+
+# the rewrite ---------------------------------------------------------------------------------
+
+
+def apply_match(block: Block, match: Match, options: Options, *,
+                ancestors: Sequence[Block] = ()) -> Block:
+    """Split ``block`` by ``match`` (see the module docstring) and tag the inner block."""
+    block = _grow_short_indexes(block, match)
+    outer = apply_tile(block, match.tile(block), ancestors=ancestors,
+                       outer_set=options.outer_set,
+                       inner_set=tuple(options.inner_set) + (STENCIL,))
+    [inner] = outer.stmts
+    assert isinstance(inner, Block)
+    return outer.replace(stmts=(_tag_inner(inner, match, options),))
+
+
+def _grow_short_indexes(block: Block, match: Match) -> Block:
+    """Indexes with a range below their slot's size grow to it, under ``(r - 1) - n >= 0``."""
+    short = {n: s for _, n, s in match.slots if s > block.idx(n).range}
+    if not short:
+        return block
+    idxs = tuple(Index(i.name, short[i.name], i.affine, i.tags) if i.name in short else i
+                 for i in block.idxs)
+    extra = tuple((block.idx(n).range - 1) - Affine.of(n) for n in short)
+    return block.replace(idxs=idxs, constraints=block.constraints + extra)
+
+
+def _tag_inner(inner: Block, match: Match, options: Options) -> Block:
+    slot_of = {n: slot for slot, n, _ in match.slots}
+    idxs = tuple(Index(i.name, i.range, i.affine, i.tags | {STENCIL_IDX_PREFIX + slot_of[i.name]})
+                 if i.name in slot_of and not i.is_passed_in else i for i in inner.idxs)
+    ref_tags: dict[str, set[str]] = {}
+    for names, tags in ((match.outs, options.outputs_set), (match.ins, options.inputs_set)):
+        for name, tag in zip(names, tags):
+            ref_tags.setdefault(name, set()).add(tag)
+    refs = tuple(_with_tags(r, ref_tags.get(r.into, set())) for r in inner.refs)
+    return inner.replace(idxs=idxs, refs=refs)
+
+
+def _with_tags(r: Refinement, tags: set[str]) -> Refinement:
+    if tags <= r.tags:
+        return r
+    return Refinement(r.dir, r.from_, r.into, r.access, r.shape, r.agg_op, r.location,
+                      r.offset, r.is_const, r.tags | frozenset(tags))
+
+
+__all__ = ["Match", "NAME", "Options", "STENCIL", "STENCIL_IDX_PREFIX", "Stencil",
+           "StencilIdx", "apply_match", "best_match", "matches", "parse_stencil", "ref_stride",
+           "run"]

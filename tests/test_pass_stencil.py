@@ -1,0 +1,358 @@
+"""stencil: before/after Stripe text, blocks left alone, cost selection between stencils,
+overflow with allow_pad, option parsing, and interpreter and C equivalence on Tile programs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ops_catalog import OPS_BY_NAME, random_inputs
+from stripe.passes import autotile, stencil
+from stripe.passes.stencil import STENCIL, Options, best_match, parse_stencil
+
+from stripe import interpret, lower, parse_ir, print_ir, verify
+from stripe.compiler import compile_program
+from stripe.config import load_config
+from stripe.ir import Block
+
+# a 4x16 multiply-accumulate unit: C[m, n] += A[m, k] * B[k, n], n unit-stride on C and B
+MAC_4X16 = ("{startup_cost: 32, idxs: [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, "
+            "{name: n, size: 16, outs: [1], ins: [0, 1]}, "
+            "{name: k, size: -1, outs: [0], ins: [-1, -1]}]}")
+MAC = Options(reqs=("contraction",), stencils=(MAC_4X16,), inner_set=("mac_4x16",),
+              inputs_set=("mac_a", "mac_b"), outputs_set=("mac_c",))
+MAC_PAD = Options(reqs=("contraction",), stencils=(MAC_4X16,), allow_pad=True,
+                  inner_set=("mac_4x16",), outer_set=("mac_outer",))
+
+
+def mac(m: int, n: int, startup: int) -> str:
+    """A MAC stencil of ``m`` x ``n`` (same stride codes as MAC_4X16)."""
+    return (f"{{startup_cost: {startup}, idxs: [{{name: m, size: {m}, outs: [-1], "
+            f"ins: [-1, 0]}}, {{name: n, size: {n}, outs: [1], ins: [0, 1]}}, "
+            f"{{name: k, size: -1, outs: [0], ins: [-1, -1]}}]}}")
+
+
+# helpers -------------------------------------------------------------------------------------
+
+
+def blocks(program: Block, tag: str) -> list[Block]:
+    return [b for _, b in program.walk() if tag in b.tags]
+
+
+def stencil_and_check(program: Block, options: Options,
+                      arrays: dict[str, np.ndarray] | None = None) -> Block:
+    """Run the pass, verify, and compare interpreter results before and after."""
+    verify(program)
+    after = stencil.run(program, options)
+    verify(after)
+    if arrays is None:
+        rng = np.random.default_rng(0)
+        arrays = {r.into: rng.standard_normal(r.shape.sizes).astype(r.dtype.np)
+                  for r in program.refs if r.is_alloc and r.dir.reads}
+    want, got = interpret(program, arrays), interpret(after, arrays)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    return after
+
+
+def assert_unchanged(program: Block, options: Options) -> None:
+    after = stencil.run(program, options)
+    assert after is program, print_ir(after)
+
+
+def matmul(a: tuple[int, int], b: tuple[int, int], b_src: str = "B[k, j]") -> Block:
+    src = f"""function (A[M, K], B[{'K, N' if b_src == 'B[k, j]' else 'N, K'}]) -> (C) {{
+    C[i, j : M, N] = +(A[i, k] * {b_src});
+}}"""
+    return lower(src, {"A": (a, "float32"), "B": (b, "float32")})
+
+
+# before/after text ---------------------------------------------------------------------------
+
+MATMUL = """
+#program
+block []:1 ( // program
+    #user in new A[0, 0] fp32:I(8, 6):(6, 1)
+    #user in new B[0, 0] fp32:I(6, 32):(32, 1)
+    #user out new C[0, 0] fp32:I(8, 32):(32, 1)
+) {
+    0: #main
+    block []:1 ( // main
+        in A[0, 0] fp32:I(8, 6):(6, 1)
+        in B[0, 0] fp32:I(6, 32):(32, 1)
+        out C[0, 0] fp32:I(8, 32):(32, 1)
+    ) {
+        0: #init #kernel
+        block [i1:8, i2:32] ( // kernel_0
+            out C[i1, i2] fp32:I(1, 1):(32, 1)
+        ) {
+            0: $identity = (fp32)0.0
+            1: C = store($identity)
+        }
+        1: #agg_op_add #comb_op_mul #contraction #kernel
+        block [i:8, j:32, k:6] ( // kernel_1
+            #contraction in A[i, k] fp32:I(1, 1):(6, 1)
+            #contraction in B[k, j] fp32:I(1, 1):(32, 1)
+            out C[i, j]:add fp32:I(1, 1):(32, 1)
+        ) {
+            0: $A = load(A)
+            1: $B = load(B)
+            2: $C = mul:fp32($A, $B)
+            3: C = store($C)
+        }
+    }
+}
+"""
+
+# m = i in tiles of 4, n = j in tiles of 16 (unit stride in C and B), k = k whole: the outer
+# block runs 2x2 MAC invocations over 4x6, 6x16 and 4x16 views.
+MATMUL_MAC = """
+#program
+block []:1 ( // program
+    #user in new A[0, 0] fp32:I(8, 6):(6, 1)
+    #user in new B[0, 0] fp32:I(6, 32):(32, 1)
+    #user out new C[0, 0] fp32:I(8, 32):(32, 1)
+) {
+    0: #main
+    block []:1 ( // main
+        in A[0, 0] fp32:I(8, 6):(6, 1)
+        in B[0, 0] fp32:I(6, 32):(32, 1)
+        out C[0, 0] fp32:I(8, 32):(32, 1)
+    ) {
+        0: #init #kernel
+        block [i1:8, i2:32] ( // kernel_0
+            out C[i1, i2] fp32:I(1, 1):(32, 1)
+        ) {
+            0: $identity = (fp32)0.0
+            1: C = store($identity)
+        }
+        1: #agg_op_add #comb_op_mul #contraction #kernel
+        block [i:2, j:2] ( // kernel_1
+            #contraction in A[4*i, 0] fp32:I(4, 6):(6, 1)
+            #contraction in B[0, 16*j] fp32:I(6, 16):(32, 1)
+            out C[4*i, 16*j]:add fp32:I(4, 16):(32, 1)
+        ) {
+            0: #mac_4x16 #stencil
+            block [#stencil_m i:4, #stencil_n j:16, #stencil_k k:6] ( // kernel_1_inner
+                #contraction #mac_a in A[i, k] fp32:I(1, 1):(6, 1)
+                #contraction #mac_b in B[k, j] fp32:I(1, 1):(32, 1)
+                #mac_c out C[i, j]:add fp32:I(1, 1):(32, 1)
+            ) {
+                0: $A = load(A)
+                1: $B = load(B)
+                2: $C = mul:fp32($A, $B)
+                3: C = store($C)
+            }
+        }
+    }
+}
+"""
+
+
+def test_matmul_mac_4x16_text() -> None:
+    before = parse_ir(MATMUL)
+    after = stencil_and_check(before, MAC)
+    want = print_ir(parse_ir(MATMUL_MAC))
+    assert print_ir(after) == want, print_ir(after)
+    assert after.stmts[0].stmts[0] is before.stmts[0].stmts[0]  # the init kernel is shared
+
+
+# 6x5 @ 5x10 with allow_pad: 6 rows in tiles of 4 overflow (apply_tile's `5 - i - i_0 >= 0`);
+# 10 columns are fewer than 16, so j first grows to 16 under `9 - j >= 0`.
+OVERFLOW_KERNEL = """
+#agg_op_add #comb_op_mul #contraction #kernel #mac_outer
+block [i:2] ( // kernel_1
+    // C[i, j : M, N] = +(A[i, k] * B[k, j])
+    #contraction in A[4*i, 0] fp32:I(4, 5):(5, 1)
+    #contraction in B[0, 0] fp32:I(5, 10):(10, 1)
+    out C[4*i, 0]:add fp32:I(4, 10):(10, 1)
+) {
+    0: #mac_4x16 #stencil
+    block [#stencil_m i:4, #stencil_n j:16, #stencil_k k:5, i_0 = 4*i:1] ( // kernel_1_inner
+        9 - j >= 0
+        5 - i - i_0 >= 0
+        #contraction in A[i, k] fp32:I(1, 1):(5, 1)
+        #contraction in B[k, j] fp32:I(1, 1):(10, 1)
+        out C[i, j]:add fp32:I(1, 1):(10, 1)
+    ) {
+        0: $A = load(A)
+        1: $B = load(B)
+        2: $C = mul:fp32($A, $B)
+        3: C = store($C)
+    }
+}
+"""
+
+
+def test_overflow_with_allow_pad_text() -> None:
+    program = matmul((6, 5), (5, 10))
+    assert_unchanged(program, MAC)  # without allow_pad neither 6 nor 10 fits
+    after = stencil_and_check(program, MAC_PAD)
+    [kernel] = blocks(after, "contraction")
+    assert print_ir(kernel) == print_ir(parse_ir(OVERFLOW_KERNEL)), print_ir(kernel)
+
+
+def test_block_of_the_stencil_shape_is_wrapped() -> None:
+    # 4x6 @ 6x16: one invocation; the outer block has no index left
+    after = stencil_and_check(matmul((4, 6), (6, 16)), MAC)
+    [outer] = blocks(after, "contraction")
+    [inner] = outer.sub_blocks
+    assert outer.idxs == () and STENCIL in inner.tags
+    assert [i.range for i in inner.idxs] == [4, 16, 6]
+
+
+# blocks left alone ---------------------------------------------------------------------------
+
+
+def test_transposed_b_does_not_match() -> None:
+    # B[j, k]: j has stride K in B, not 1, and no other index is unit-stride in both C and B
+    assert_unchanged(matmul((8, 6), (32, 6), "B[j, k]"), MAC)
+
+
+def test_left_alone_cases() -> None:
+    program = parse_ir(MATMUL)
+    assert_unchanged(program, Options(reqs=("contraction",)))  # no stencils
+    assert_unchanged(program, Options(reqs=("nothing",), stencils=(MAC_4X16,)))
+    assert_unchanged(program, Options(reqs=("contraction",), exclude=("kernel",),
+                                      stencils=(MAC_4X16,)))
+    assert_unchanged(program, Options(stencils=(mac(5, 16, 0),)))  # 5 divides no range
+    # the init kernel has one output and no input: the stencil wants two inputs
+    assert_unchanged(program, Options(reqs=("init",), stencils=(MAC_4X16,)))
+
+
+def test_any_stride_means_used() -> None:
+    # code -1 is "used, any stride": i misses B, j misses A, k misses C
+    program = parse_ir(MATMUL)
+    used = "{idxs: [{name: r, size: -1, outs: [%s], ins: [-1, -1]}]}"
+    assert_unchanged(program, Options(reqs=("contraction",), stencils=(used % -1,)))
+    after = stencil_and_check(program, Options(reqs=("contraction",), stencils=(used % 0,)))
+    [inner] = blocks(after, STENCIL)
+    assert "stencil_r" in inner.idx("k").tags and inner.range_product == 6
+
+
+def test_stenciled_program_is_left_alone() -> None:
+    once = stencil.run(parse_ir(MATMUL), MAC)
+    assert stencil.run(once, MAC) is once
+    everything = Options(stencils=(MAC_4X16,), allow_pad=True)
+    assert stencil.run(once, everything) is once  # the inner block is tagged `stencil`
+
+
+# cost ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("startup, winner", [(0, "4x4"), (32, "4x4"), (200, "4x16")])
+def test_cost_selects_between_stencils(startup: int, winner: str) -> None:
+    # 8x6 @ 6x12: 4x16 pads 12 columns to 16 in 2 invocations, 4x4 pads nothing in 6.
+    # cost = (padded + startup * invocations) / 576: 4x16 (768 + 2s)/576, 4x4 (576 + 6s)/576
+    program = matmul((8, 6), (6, 12))
+    kernel = blocks(program, "contraction")[0]
+    stencils = [parse_stencil(mac(4, 16, startup)), parse_stencil(mac(4, 4, startup))]
+    best = best_match(kernel, stencils, allow_pad=True)
+    assert best is not None
+    assert best.stencil == {"4x16": 0, "4x4": 1}[winner]
+    expect = {"4x16": (768 + 2 * startup) / 576, "4x4": (576 + 6 * startup) / 576}[winner]
+    assert best.cost == pytest.approx(expect)
+    options = Options(reqs=("contraction",), stencils=(mac(4, 16, startup), mac(4, 4, startup)),
+                      allow_pad=True)
+    after = stencil_and_check(program, options)
+    [inner] = blocks(after, STENCIL)
+    assert inner.idx("j").range == int(winner.split("x")[1])
+
+
+def test_tie_goes_to_the_first_stencil() -> None:
+    program = parse_ir(MATMUL)
+    kernel = blocks(program, "contraction")[0]
+    # 8x32: 8x8 and 4x16 both make 4 invocations with no padding
+    stencils = [parse_stencil(mac(8, 8, 10)), parse_stencil(mac(4, 16, 10))]
+    assert best_match(kernel, stencils).stencil == 0  # type: ignore[union-attr]
+    assert best_match(kernel, stencils[::-1]).stencil == 0  # type: ignore[union-attr]
+    m = best_match(kernel, stencils[::-1])
+    assert m is not None and m.slots == (("m", "i", 4), ("n", "j", 16), ("k", "k", -1))
+    assert (m.outs, m.ins) == (("C",), ("A", "B"))
+
+
+def test_inputs_matched_in_either_order() -> None:
+    # C = B' * A': the stencil's input 0 (m-side) is the block's second input
+    src = """function (B[K, N], A[M, K]) -> (C) {
+    C[i, j : M, N] = +(B[k, j] * A[i, k]);
+}"""
+    program = lower(src, {"A": ((8, 6), "float32"), "B": ((6, 16), "float32")})
+    after = stencil_and_check(program, MAC)
+    [inner] = blocks(after, STENCIL)
+    assert "mac_a" in inner.ref("A").tags and "mac_b" in inner.ref("B").tags
+
+
+# options -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[1, 2]", "must be a mapping"),
+    ("{idxs: [], startup_cost: 1}", "non-empty list"),
+    ("{idxs: [{name: m, size: 0, outs: [1], ins: []}]}", "size of slot m"),
+    ("{idxs: [{name: m, size: 4, outs: [2], ins: []}]}", "stride codes"),
+    ("{idxs: [{name: m, outs: [1]}, {name: n, outs: []}]}", "as many outs"),
+    ("{idxs: [{name: m}, {name: m}]}", "repeats an index name"),
+    ("{idxs: [{name: m, sizes: 4}]}", "unknown key"),
+    ("{startup_cost: -1, idxs: [{name: m}]}", "startup_cost"),
+    ("{idxs: [", "not a YAML mapping"),
+])
+def test_bad_stencils(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Options(stencils=(text,))
+
+
+def test_yaml_config(tmp_path: Path) -> None:
+    path = tmp_path / "npu.yaml"
+    path.write_text(f"""target: npu
+passes:
+  - name: mac
+    type: stencil
+    options:
+      reqs: [contraction]
+      allow_pad: true
+      inner_set: [mac_4x16]
+      stencils:
+        - "{MAC_4X16}"
+""")
+    options = load_config(path).passes[0].options
+    assert options == MAC_PAD.__class__(reqs=("contraction",), stencils=(MAC_4X16,),
+                                        allow_pad=True, inner_set=("mac_4x16",))
+
+
+# Tile programs -------------------------------------------------------------------------------
+
+PROGRAMS = ["matmul", "matmul_at_b", "batched_matmul", "matmul_int32", "conv1d_valid",
+            "conv2d", "conv2d_stride2", "conv2d_dilation2"]
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_interpreter_agrees(name: str) -> None:
+    op = OPS_BY_NAME[name]
+    program = lower(op.source, op.input_specs())
+    after = stencil_and_check(program, MAC_PAD, random_inputs(op))
+    [inner] = blocks(after, STENCIL)
+    assert {"stencil_m", "stencil_n", "stencil_k"} <= set().union(*(i.tags for i in inner.idxs))
+
+
+def test_after_autotile() -> None:
+    # the NPU order: autotile to a memory cap, then stencil the tile (the inner block)
+    op = OPS_BY_NAME["matmul"]
+    program = lower(op.source, op.input_specs())
+    tiled = autotile.run(program, autotile.Options(reqs=("contraction",), max_total_size=1024,
+                                                    inner_set=("tile",)))
+    options = Options(reqs=("tile",), stencils=(MAC_4X16,), allow_pad=True,
+                      inner_set=("mac_4x16",))
+    after = stencil_and_check(tiled, options, random_inputs(op))
+    assert len(blocks(after, STENCIL)) == 1
+
+
+@pytest.mark.parametrize("name", ["matmul", "batched_matmul", "conv2d"])
+def test_compiled_c_matches_numpy(name: str) -> None:
+    op = OPS_BY_NAME[name]
+    after = stencil.run(lower(op.source, op.input_specs()), MAC_PAD)
+    assert blocks(after, STENCIL)
+    arrays = random_inputs(op)
+    got, want = compile_program(after)(**arrays), op.reference(**arrays)
+    for out in want:
+        np.testing.assert_allclose(got[out], want[out], rtol=op.rtol, atol=op.atol)
