@@ -34,6 +34,7 @@ from stripe.ir import (
     AggOp,
     Block,
     Constant,
+    Index,
     Intrinsic,
     Load,
     LoadIndex,
@@ -228,18 +229,27 @@ class _Emitter:
     def block(self, b: Block, outer: _Scope, path: str) -> None:
         self.open("", f"block {comment_name(b.name)}")
         scope = _Scope(dict(outer.idx), {}, {}, outer.in_transfer or TRANSFER_TAG in b.tags)
-        threaded = THREADS_TAG in b.tags and bool(b.idxs)
-        bounds, guards = self.plan_loops(b)
+        # A passed-in index of range 1 is a value fixed for the whole block: compute it once,
+        # before the loops, so the guards that use it are tested as early as possible.
+        fixed = [ix for ix in b.idxs if ix.is_passed_in and ix.range == 1]
+        loops = [ix for ix in b.idxs if ix not in fixed]
+        threaded = THREADS_TAG in b.tags and bool(loops)
+        bounds, guards = self.plan_loops(b, loops)
         opened = 0
         frees: list[str] = []
         self.count_entry(b, outer)
         if not threaded:
             frees = self.allocations(b, outer, scope)
-        collapse = self.collapse_count(b, bounds, guards) if threaded else 0
-        for g in guards[-1]:  # constraints on no index: test once
+        collapse = self.collapse_count(b, loops, guards) if threaded else 0
+        for ix in fixed:
+            val = self.fresh("x")
+            self.line(f"const int64_t {val} = {self.affine(ix.affine, outer)};"
+                      f"  /* {comment_name(ix.name)} */")
+            scope.idx[ix.name] = val
+        for g in guards[-1]:  # constraints on fixed values only: test once
             self.open(f"if ({self.affine(g, scope)} >= 0)")
             opened += 1
-        for pos, ix in enumerate(b.idxs):
+        for pos, ix in enumerate(loops):
             if pos == 0 and collapse:
                 self.uses_openmp = True
                 self.line(f"#pragma omp parallel for collapse({collapse}) schedule(static)")
@@ -281,34 +291,34 @@ class _Emitter:
         if STENCIL_TAG in b.tags:
             self.count("stencil.invocations", 1)
 
-    def plan_loops(self, b: Block) -> tuple[dict[str, tuple[str, str]], dict[int, list[Affine]]]:
+    def plan_loops(self, b: Block, loops: list[Index],
+                   ) -> tuple[dict[str, tuple[str, str]], dict[int, list[Affine]]]:
         """Loop bounds per index and, per loop position, the guards to test after it.
 
         A constraint on a single plain index tightens that index's bounds (exact); every
         other constraint is tested right after the loop of its innermost index. Position -1
         holds the constraints of a block without indexes.
         """
-        pos_of = {ix.name: k for k, ix in enumerate(b.idxs)}
-        lo = {ix.name: 0 for ix in b.idxs}
-        hi = {ix.name: ix.range for ix in b.idxs}
-        guards: dict[int, list[Affine]] = {k: [] for k in range(-1, len(b.idxs))}
+        pos_of = {ix.name: k for k, ix in enumerate(loops)}
+        lo = {ix.name: 0 for ix in loops}
+        hi = {ix.name: ix.range for ix in loops}
+        guards: dict[int, list[Affine]] = {k: [] for k in range(-1, len(loops))}
         for c in b.constraints:
             names = c.vars()
-            if len(names) == 1 and not b.idx(names[0]).is_passed_in:
+            if len(names) == 1 and names[0] in pos_of and not b.idx(names[0]).is_passed_in:
                 n, coef = names[0], c.coeff(names[0])
                 if coef > 0:
                     lo[n] = max(lo[n], -(c.const // coef))
                 else:
                     hi[n] = min(hi[n], c.const // -coef + 1)
                 continue
-            where = max((pos_of[n] for n in names), default=-1)
+            where = max((pos_of.get(n, -1) for n in names), default=-1)
             guards[where].append(c)
         bounds = {n: (str(lo[n]), str(max(hi[n], lo[n]))) for n in lo}
         return bounds, guards
 
     @staticmethod
-    def collapse_count(b: Block, bounds: dict[str, tuple[str, str]],
-                       guards: dict[int, list[Affine]]) -> int:
+    def collapse_count(b: Block, loops: list[Index], guards: dict[int, list[Affine]]) -> int:
         """How many leading loops may run in parallel without two threads writing one element.
 
         A loop over index ``p`` qualifies when every writable view of the block has a dimension
@@ -318,7 +328,7 @@ class _Emitter:
         """
         writes = [r for r in b.refs if not r.is_alloc and r.dir.writes]
         n = 0
-        for pos, ix in enumerate(b.idxs):
+        for pos, ix in enumerate(loops):
             if ix.is_passed_in or not all(_owns(r, ix.name) for r in writes):
                 break
             n += 1
