@@ -47,7 +47,8 @@ def test_input_spec_parsing():
     (["run", "missing.tile", "--input", "A=3:float32"], "cannot read missing.tile"),
     (["run", str(EXAMPLES / "conv2d.tile"), "--input", "I=1x9x7:float32",
       "--input", "F=3x3x3x5:float32"], "I"),
-    (["run", str(EXAMPLES / "conv2d.tile"), *CONV, "--target", "nowhere"], "valid configs: cpu_avx2"),
+    (["run", str(EXAMPLES / "conv2d.tile"), *CONV, "--target", "nowhere"],
+     "valid configs: cpu_avx2"),
 ])
 def test_errors_are_one_line_and_exit_2(argv, message, capsys):
     assert main(argv) == 2
