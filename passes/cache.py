@@ -75,7 +75,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from stripe.passes.select import ALL, Selection, Site, rewrite
 
 from stripe import poly, tags
 from stripe.affine import Affine
@@ -96,6 +95,7 @@ from stripe.ir import (
     TensorShape,
     with_field,
 )
+from stripe.passes.select import ALL, Selection, Site, rewrite
 
 NAME = "cache"
 

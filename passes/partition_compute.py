@@ -200,10 +200,14 @@ def with_unit_index(outer: Block, idx_tag: str) -> tuple[Block, str]:
     block and that index's name."""
     (inner,) = outer.stmts
     assert isinstance(inner, Block)
+    number = unit_number(outer, idx_tag)
+    for ix in inner.idxs:  # already carried (a second pass over the same units): reuse it
+        if ix.range == 1 and ix.affine == number:
+            return outer, ix.name
     name, k = idx_tag, 0
     while inner.has_idx(name):
         name, k = f"{idx_tag}_{k}", k + 1
-    inner = inner.replace(idxs=inner.idxs + (Index(name, 1, unit_number(outer, idx_tag)),))
+    inner = inner.replace(idxs=inner.idxs + (Index(name, 1, number),))
     return outer.replace(stmts=(inner,)), name
 
 

@@ -20,9 +20,14 @@ whose boxes overlap, up to symmetry) must be empty (:func:`stripe.poly.make_set`
 :func:`stripe.poly.is_empty`). When it is not (e.g. a banked input that every bank reads
 whole, or a convolution halo shared by neighbouring banks), the block is left unchanged.
 
+A block that is already split over units (indexes tagged ``idx_tag``, e.g. by
+``partition_compute`` with the same ``idx_tag``) is not split again: each unit gets its own
+bank (bank = unit number) on the banked views, under the same disjointness proof. This is how
+a config puts each processing element's slice in the bank next to it.
+
 The block is also left unchanged when ``partition_compute`` would leave it (no index to
-split, one bank, or already split: an index tagged ``idx_tag``), or when ``refs`` names no
-view of it.
+split, one bank), when its banked views already carry a bank, or when ``refs`` names no view
+of it.
 
 Preconditions: valid IR. Postconditions: valid IR with the same meaning (locations are
 labels); the banked views of distinct banks are disjoint.
@@ -96,6 +101,9 @@ def banked_views(block: Block, wanted: Sequence[str]) -> tuple[str, ...]:
 
 def _partition(block: Block, site: Site, options: Options) -> Block:
     names = banked_views(block, options.refs)
+    units = tuple(i for i in block.idxs if options.idx_tag in i.tags)
+    if units:
+        return _label_units(block, units, names, options)
     sizes = plan(block, options.num_parts, options.idx_tag) if names else None
     if sizes is None:
         return block
@@ -105,6 +113,19 @@ def _partition(block: Block, site: Site, options: Options) -> Block:
     if not all(disjoint_banks(outer.ref(n), units) for n in names):
         return block
     return _with_banks(outer, names, options)
+
+
+def _label_units(block: Block, units: tuple[Index, ...], names: Sequence[str],
+                 options: Options) -> Block:
+    """A block already split over units (``partition_compute`` with the same ``idx_tag``):
+    give each unit its own bank instead of splitting again, when the proof holds."""
+    if not names or len(block.stmts) != 1 or not isinstance(block.stmts[0], Block):
+        return block
+    if any(not block.ref(n).location.bank.is_zero for n in names):
+        return block  # already banked
+    if not all(disjoint_banks(block.ref(n), units) for n in names):
+        return block
+    return _with_banks(block, names, options)
 
 
 def _with_banks(outer: Block, names: Sequence[str], options: Options) -> Block:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import stripe.codegen.build as build_mod
 from irbuild import F32, element, matmul, program
-from stripe.codegen.c_emitter import emit_c
 
+import stripe.codegen.build as build_mod
 from stripe.affine import Affine
+from stripe.codegen.c_emitter import emit_c
 from stripe.compiler import compile_program
 from stripe.errors import StripeError
 from stripe.ir import AggOp, Block, Index, Intrinsic, Load, RefDir, Store

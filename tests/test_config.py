@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from stripe.passes import REGISTRY, cleanup, localize
 
 from stripe.config import (
     CONFIG_KEYS,
@@ -17,6 +16,7 @@ from stripe.config import (
     load_config,
 )
 from stripe.errors import StripeError
+from stripe.passes import REGISTRY, cleanup, localize
 
 
 def write(tmp_path: Path, text: str, name: str = "x.yaml") -> Path:

@@ -27,7 +27,7 @@ def test_accelerators_md_shows_the_real_pipeline_output():
     prog = stripe.compile(src, {"A": ((64, 96), "float32"), "B": ((96, 80), "float32")},
                           target="npu_example")
     steps = dict(prog.trace)
-    for name in ("lower", "tile_sram", "split_pes", "mac", "stage", "place"):
+    for name in ("lower", "tile_sram", "split_pes", "mac", "stage", "banks", "place"):
         heading = f"### After `{name}`" if name != "place" else "### After `schedule` and"
         shown = _first_block_after(text, heading, "stripe")
         kernel = next(b for _, b in steps[name].walk() if b.name == "kernel_1")

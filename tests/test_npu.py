@@ -30,8 +30,8 @@ def npu_matmul():
 def test_the_pipeline_runs_every_pass_and_matches_numpy(npu_matmul):
     prog, a, b = npu_matmul
     assert [name for name, _ in prog.trace] == [
-        "lower", "cleanup_early", "tile_sram", "split_pes", "mac", "stage", "schedule",
-        "place", "cleanup"]
+        "lower", "cleanup_early", "tile_sram", "split_pes", "mac", "stage", "banks",
+        "schedule", "place", "cleanup"]
     np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-4)
 
 
@@ -67,6 +67,16 @@ def test_the_mac_blocks_have_the_stencil_shape(npu_matmul):
         [(i.name, i.range) for i in b.idxs if not i.is_passed_in][:2] == [("m", 4), ("n", 16)]
         for b in macs)
     assert all(b.location.name == "PE" for b in macs)
+
+
+def test_each_pe_accumulates_into_its_own_sram_bank(npu_matmul):
+    prog, _, _ = npu_matmul
+    units = _block(prog.ir, "kernel_1_inner")
+    assert [(i.name, i.range, sorted(i.tags)) for i in units.idxs] == [("m", 4, ["unit"])]
+    c = units.ref("C")
+    assert (c.from_, c.location.name, str(c.location.bank)) == ("C_sram", "SRAM", "m")
+    share = units.stmts[0]
+    assert share.location.name == "PE" and share.ref("C").location.bank == share.location.bank
 
 
 def test_sram_buffers_are_placed_without_overlap(npu_matmul):

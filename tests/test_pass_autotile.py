@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from stripe.passes import autotile
-from stripe.passes.autotile import Options
-from stripe.passes.manager import run_pipeline
 
 from stripe import interpret, lower, parse_ir, poly, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import Block
+from stripe.passes import autotile
+from stripe.passes.autotile import Options
+from stripe.passes.manager import run_pipeline
 
 # helpers -------------------------------------------------------------------------------------
 

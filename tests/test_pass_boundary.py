@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from stripe.codegen.c_emitter import emit_c
-from stripe.passes import autotile, boundary
-from stripe.passes.manager import random_inputs as random_program_inputs
-from stripe.passes.select import Selection, rewrite
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.affine import Affine
+from stripe.codegen.c_emitter import emit_c
 from stripe.compiler import compile_program
 from stripe.ir import Block
+from stripe.passes import autotile, boundary
+from stripe.passes.manager import random_inputs as random_program_inputs
+from stripe.passes.select import Selection, rewrite
 
 
 def program(buffers: str, kernels: str) -> str:

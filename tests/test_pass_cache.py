@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from stripe.passes import autotile, cache
-from stripe.passes.cache import CACHE_IN, CACHE_INIT, CACHE_OUT, Options
-from stripe.passes.manager import run_pipeline
 
 from stripe import interpret, lower, parse_ir, print_ir, tags, verify
 from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import Block, Location
+from stripe.passes import autotile, cache
+from stripe.passes.cache import CACHE_IN, CACHE_INIT, CACHE_OUT, Options
+from stripe.passes.manager import run_pipeline
 
 # helpers -------------------------------------------------------------------------------------
 

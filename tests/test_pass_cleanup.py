@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from stripe.passes import cleanup
-from stripe.passes.manager import random_inputs
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.ir import Block
+from stripe.passes import cleanup
+from stripe.passes.manager import random_inputs
 
 
 def program(buffers: str, kernels: str) -> str:

@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS, OPS_BY_NAME, random_inputs
-from stripe.passes import REGISTRY, cleanup, fuse, localize, scalarize
-from stripe.passes.fuse import Options
-from stripe.passes.manager import random_inputs as program_inputs
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.affine import Affine
 from stripe.compiler import compile_program
 from stripe.ir import Block
+from stripe.passes import REGISTRY, cleanup, fuse, localize, scalarize
+from stripe.passes.fuse import Options
+from stripe.passes.manager import random_inputs as program_inputs
 
 # helpers -------------------------------------------------------------------------------------
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-from stripe.passes import localize, scalarize
-from stripe.passes.manager import random_inputs
 
 from stripe import interpret, parse_ir, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.ir import Block
+from stripe.passes import localize, scalarize
+from stripe.passes.manager import random_inputs
 
 
 def run(text: str, **options: object) -> tuple[Block, Block]:

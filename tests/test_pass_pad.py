@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from stripe.passes import pad
-from stripe.passes.manager import random_inputs as program_inputs
-from stripe.passes.manager import run_pipeline
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import AggOp, Block, Constant
+from stripe.passes import pad
+from stripe.passes.manager import random_inputs as program_inputs
+from stripe.passes.manager import run_pipeline
 
 
 def run(before: Block, **options: object) -> Block:

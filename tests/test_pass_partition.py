@@ -7,15 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from stripe.passes import REGISTRY, partition_compute, partition_memory
-from stripe.passes.partition_compute import choose_parts, splittable
-from stripe.passes.partition_memory import disjoint_banks
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.affine import Affine
 from stripe.compiler import compile_program
 from stripe.dtypes import DType
 from stripe.ir import Block, Index, RefDir, Refinement, TensorShape
+from stripe.passes import REGISTRY, partition_compute, partition_memory
+from stripe.passes.partition_compute import choose_parts, splittable
+from stripe.passes.partition_memory import disjoint_banks
 
 PC = partition_compute.Options
 PM = partition_memory.Options
@@ -296,3 +296,33 @@ def test_c_back_end_agrees(name):
     want = op.reference(**arrays)
     for out in want:
         np.testing.assert_allclose(got[out], want[out], rtol=op.rtol, atol=op.atol)
+
+
+def test_partition_memory_banks_an_already_split_block_per_unit():
+    """After partition_compute, partition_memory with the same idx_tag labels each unit's
+    slice with bank = unit instead of splitting again; a shared input is refused."""
+    from stripe import lower
+    from stripe.passes import partition_compute, partition_memory
+
+    src = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+    program = lower(src, {"A": ((8, 5), "float32"), "B": ((5, 6), "float32")})
+    split = partition_compute.run(program, partition_compute.Options(
+        reqs=("contraction",), num_parts=4, inner_set=("pe_share",)))
+    banked = partition_memory.run(split, partition_memory.Options(
+        reqs=("contraction",), idx_tag="unit", mem_name="SRAM"))
+    units = next(b for _, b in banked.walk() if b.name == "kernel_1")
+    assert [i.name for i in units.idxs if "unit" in i.tags] == ["m"]
+    assert str(units.ref("C").location.bank) == "m" and units.ref("C").location.name == "SRAM"
+    (share,) = units.stmts
+    assert share.ref("C").location.bank == share.location.bank  # the PE's own bank
+    from stripe.verify import verify as stripe_verify
+
+    stripe_verify(banked)
+    # B is read whole by every unit: banking it is refused (the block comes back unchanged).
+    refused = partition_memory.run(split, partition_memory.Options(
+        reqs=("contraction",), idx_tag="unit", refs=("B",)))
+    assert refused is split
+    # Banking twice changes nothing.
+    again = partition_memory.run(banked, partition_memory.Options(
+        reqs=("contraction",), idx_tag="unit", mem_name="SRAM"))
+    assert again is banked

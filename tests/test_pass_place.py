@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops_catalog import OPS_BY_NAME
 from ops_catalog import random_inputs as catalogue_inputs
-from stripe.passes import place, schedule
-from stripe.passes.manager import random_inputs
 from test_pass_schedule import in_sram, staged
 
 from stripe import interpret, parse_ir, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.ir import Block
+from stripe.passes import place, schedule
+from stripe.passes.manager import random_inputs
 
 
 def run(text: str, **options: object) -> tuple[Block, Block]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from stripe.passes import scalarize
-from stripe.passes.manager import random_inputs
 
 from stripe import interpret, parse_ir, print_ir, verify
 from stripe.ir import Block
+from stripe.passes import scalarize
+from stripe.passes.manager import random_inputs
 
 
 def program(kernel: str, out_dtype: str = "fp32") -> str:

@@ -10,15 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops_catalog import OPS_BY_NAME
 from ops_catalog import random_inputs as catalogue_inputs
-from stripe.passes import schedule
-from stripe.passes.manager import random_inputs, run_pipeline
-from stripe.passes.select import Selection, rewrite
 
 import stripe
 from stripe import interpret, parse_ir, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import Block, Location, with_field
+from stripe.passes import schedule
+from stripe.passes.manager import random_inputs, run_pipeline
+from stripe.passes.select import Selection, rewrite
 
 # programs ----------------------------------------------------------------------------------
 

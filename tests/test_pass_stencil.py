@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from stripe.passes import autotile, stencil
-from stripe.passes.stencil import STENCIL, Options, best_match, parse_stencil
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import Block
+from stripe.passes import autotile, stencil
+from stripe.passes.stencil import STENCIL, Options, best_match, parse_stencil
 
 # a 4x16 multiply-accumulate unit: C[m, n] += A[m, k] * B[k, n], n unit-stride on C and B
 MAC_4X16 = ("{startup_cost: 32, idxs: [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, "

@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from stripe.codegen.c_emitter import emit_c
-from stripe.passes import REGISTRY, autotile, threads
-from stripe.passes.threads import Options
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
+from stripe.codegen.c_emitter import emit_c
 from stripe.compiler import compile_program
 from stripe.ir import Block
+from stripe.passes import REGISTRY, autotile, threads
+from stripe.passes.threads import Options
 
 MATMUL = """
 #program

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from stripe.passes import transpose
-from stripe.passes.manager import random_inputs as program_inputs
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.ir import Block
+from stripe.passes import transpose
+from stripe.passes.manager import random_inputs as program_inputs
 
 
 def program(kernels: str, t_layout: str = "(4, 1)", a_layout: str = "(4, 1)") -> str:

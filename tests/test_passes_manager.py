@@ -11,16 +11,16 @@ from typing import get_type_hints
 
 import numpy as np
 import pytest
-import stripe.passes as passes_pkg
 from ops_catalog import OPS, Op
 from ops_catalog import random_inputs as op_inputs
-from stripe.passes import INFRASTRUCTURE, REGISTRY, PassInfo
-from stripe.passes.manager import PassError, mismatch, random_inputs, run_pipeline
-from stripe.passes.select import Selection, Site, rewrite, select
 
+import stripe.passes as passes_pkg
 from stripe import interpret, lower, parse_ir, print_ir
 from stripe.config import check_option_type, list_configs, load_config
 from stripe.ir import Block, Constant, Store
+from stripe.passes import INFRASTRUCTURE, REGISTRY, PassInfo
+from stripe.passes.manager import PassError, mismatch, random_inputs, run_pipeline
+from stripe.passes.select import Selection, Site, rewrite, select
 
 PASSES_DIR = Path(passes_pkg.__file__).parent
 

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from stripe.passes.manager import run_pipeline
 
 import stripe
 from stripe.compiler import compile_program
 from stripe.config import list_configs, load_config
+from stripe.passes.manager import run_pipeline
 
 # Few, fixed examples per config by default (each compiles C; CI must not flake); many,
 # freshly drawn ones under the "long" profile.
