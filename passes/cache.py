@@ -99,11 +99,11 @@ from stripe.passes.select import ALL, Selection, Site, rewrite
 
 NAME = "cache"
 
-CACHE_IN = "cache_in"
+CACHE_IN = tags.CACHE_IN
 """Tag of a copy block that fills a cached buffer (with ``transfer``)."""
-CACHE_OUT = "cache_out"
+CACHE_OUT = tags.CACHE_OUT
 """Tag of a copy block that writes a cached buffer back (with ``transfer``)."""
-CACHE_INIT = "cache_init"
+CACHE_INIT = tags.CACHE_INIT
 """Tag of a block that fills a cached output buffer with its aggregation identity."""
 
 Dir = Literal["in", "out", "inout"]

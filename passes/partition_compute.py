@@ -43,6 +43,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from stripe import tags
 from stripe.affine import Affine
 from stripe.ir import Block, Index, Location, Refinement
 
@@ -51,7 +52,7 @@ from .select import Selection, Site, rewrite
 
 NAME = "partition_compute"
 
-UNIT = "unit"
+UNIT = tags.UNIT
 """Default tag of the unit indexes (and name of the inner block's unit-number index)."""
 
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stripe import poly
+from stripe import poly, tags
 from stripe.affine import Affine
 from stripe.ir import Block, Index, Location, Refinement
 
@@ -51,7 +51,7 @@ from .select import Selection, Site, rewrite
 
 NAME = "partition_memory"
 
-BANK = "bank"
+BANK = tags.BANK
 """Default tag of the bank indexes (and name of the inner block's bank-number index)."""
 
 

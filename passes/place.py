@@ -35,13 +35,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from stripe import tags
 from stripe.errors import IRError
 from stripe.ir import Block, Load, Refinement, Special, Statement, Store, with_field
 
 from .select import Selection, Site, block_label, rewrite
 
 NAME = "place"
-PEAK_TAG = "peak_{loc}={bytes}"
+PEAK_TAG = tags.PEAK_TAG
 """Block tag set by place: the peak byte use of memory ``loc`` in the block's subtree."""
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from stripe import poly
+from stripe import poly, tags
 from stripe.errors import IRError
 from stripe.ir import (
     AggOp,
@@ -62,13 +62,13 @@ from .place import align_up, lifetimes, stmt_names
 from .select import Selection, Site, rewrite
 
 NAME = "schedule"
-SCHEDULED = "scheduled"
+SCHEDULED = tags.SCHEDULED
 """Block tag: the statement order was chosen by the schedule pass."""
-TRANSFER = "transfer"
+TRANSFER = tags.TRANSFER
 """Block tag (set by cache): a copy block moving data between memories."""
-WORKING_SET_TAG = "working_set_{loc}={bytes}"
+WORKING_SET_TAG = tags.WORKING_SET_TAG
 """Block tag: the peak working set in ``loc`` of the chosen order, in bytes."""
-DEPS_TAG = "deps={positions}"
+DEPS_TAG = tags.DEPS_TAG
 """Statement tag: positions (``:``-separated) of its direct predecessors."""
 
 

@@ -64,6 +64,7 @@ from functools import lru_cache
 
 import yaml
 
+from stripe import tags
 from stripe.affine import Affine
 from stripe.ir import Block, Index, RefDir, Refinement
 
@@ -72,10 +73,10 @@ from .select import Selection, Site, rewrite
 
 NAME = "stencil"
 
-STENCIL = "stencil"
+STENCIL = tags.STENCIL
 """Tag of every inner block this pass creates (what a back end looks for)."""
 
-STENCIL_IDX_PREFIX = "stencil_"
+STENCIL_IDX_PREFIX = tags.STENCIL_IDX_PREFIX
 """Prefix of the tag naming the slot of a matched inner index (``stencil_m``)."""
 
 _CODES = (-1, 0, 1)
@@ -339,8 +340,8 @@ def _tag_inner(inner: Block, match: Match, options: Options) -> Block:
     idxs = tuple(Index(i.name, i.range, i.affine, i.tags | {STENCIL_IDX_PREFIX + slot_of[i.name]})
                  if i.name in slot_of and not i.is_passed_in else i for i in inner.idxs)
     ref_tags: dict[str, set[str]] = {}
-    for names, tags in ((match.outs, options.outputs_set), (match.ins, options.inputs_set)):
-        for name, tag in zip(names, tags):
+    for names, wanted in ((match.outs, options.outputs_set), (match.ins, options.inputs_set)):
+        for name, tag in zip(names, wanted):
             ref_tags.setdefault(name, set()).add(tag)
     refs = tuple(_with_tags(r, ref_tags.get(r.into, set())) for r in inner.refs)
     return inner.replace(idxs=idxs, refs=refs)

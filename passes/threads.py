@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stripe import tags
 from stripe.ir import Block
 from stripe.tags import THREADS
 
@@ -35,7 +36,7 @@ from .select import Selection, Site, rewrite
 
 NAME = "threads"
 
-THREAD = "thread"
+THREAD = tags.THREAD
 """Default tag of the thread indexes."""
 
 

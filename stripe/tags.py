@@ -30,3 +30,14 @@ LAYOUT = "layout"    # transpose pass: ``layout=<order>`` asks for a layout chan
 THREADS = "threads"  # run the block's leading loops on several threads (OpenMP in C)
 TRANSFER = "transfer"  # a copy block between memories (counted by the C back end's stats)
 STENCIL = "stencil"    # a block standing for one invocation of a hardware stencil
+CACHE_IN = "cache_in"      # cache pass: copy into a local memory
+CACHE_OUT = "cache_out"    # cache pass: copy back out of a local memory
+CACHE_INIT = "cache_init"  # cache pass: identity initialisation of a local accumulator
+UNIT = "unit"              # partition_compute: an index numbering compute units
+BANK = "bank"              # partition_memory: an index numbering memory banks
+THREAD = "thread"          # threads pass: an index numbering threads
+SCHEDULED = "scheduled"    # schedule pass: statements ordered within the memory budget
+STENCIL_IDX_PREFIX = "stencil_"  # stencil pass: ``stencil_<slot>`` on matched indexes
+PEAK_TAG = "peak_{loc}={bytes}"                # place: peak bytes used in a memory
+WORKING_SET_TAG = "working_set_{loc}={bytes}"  # schedule: working set of a memory
+DEPS_TAG = "deps={positions}"                  # schedule: direct predecessors of a statement
