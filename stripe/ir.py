@@ -245,7 +245,9 @@ class Intrinsic:
 #   gather(inputs=(A, I), outputs=(O,)): O[i..., r...] = A[clamp(I[i...]), r...].
 #   scatter(inputs=(A, I), outputs=(O,)): O = 0, then O[I[i...], r...] += A[i..., r...];
 #     rows whose index is out of range are skipped. Gather clamps indexes into range.
-SPECIALS: tuple[str, ...] = ("reshape", "gather", "scatter")
+SPECIAL_ARITY: dict[str, tuple[int, int]] = {"reshape": (1, 1), "gather": (2, 1),
+                                             "scatter": (2, 1)}  # (inputs, outputs)
+SPECIALS: tuple[str, ...] = tuple(SPECIAL_ARITY)
 
 
 @dataclass(frozen=True)
@@ -348,5 +350,5 @@ def with_field(node, **changes):  # type: ignore[no-untyped-def]
 __all__ = [
     "Affine", "AggOp", "Block", "Constant", "DType", "INTRINSICS", "Index", "Intrinsic",
     "Load", "LoadIndex", "Location", "RefDir", "Refinement", "SPECIALS", "Special",
-    "Statement", "Store", "TensorDim", "TensorShape", "tags", "with_field",
+    "SPECIAL_ARITY", "Statement", "Store", "TensorDim", "TensorShape", "tags", "with_field",
 ]

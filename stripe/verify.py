@@ -44,6 +44,7 @@ from .affine import Affine
 from .errors import VerifyError
 from .ir import (
     INTRINSICS,
+    SPECIAL_ARITY,
     SPECIALS,
     Block,
     Constant,
@@ -57,9 +58,6 @@ from .ir import (
 )
 from .poly import Level, NestedDomain, access_sum, nested_domain_of
 
-# (inputs, outputs) of each special; see ``SPECIALS`` in ir.py
-SPECIAL_ARITY: dict[str, tuple[int, int]] = {"reshape": (1, 1), "gather": (2, 1),
-                                             "scatter": (2, 1)}
 _MEMO = 1 << 14
 
 
