@@ -234,6 +234,8 @@ class _Emitter:
         fixed = [ix for ix in b.idxs if ix.is_passed_in and ix.range == 1]
         loops = [ix for ix in b.idxs if ix not in fixed]
         threaded = THREADS_TAG in b.tags and bool(loops)
+        if not threaded and not b.sub_blocks:
+            loops = loop_order(b, loops)
         bounds, guards = self.plan_loops(b, loops)
         opened = 0
         frees: list[str] = []
@@ -501,6 +503,38 @@ def _stats_functions(n: int) -> str:
             f"out[k] = stripe_counters[k]; }}\n"
             f"void stripe_reset_stats(void) {{ for (int k = 0; k < {max(n, 1)}; ++k) "
             f"stripe_counters[k] = 0; }}\n")
+
+
+def loop_order(b: Block, loops: list[Index]) -> list[Index]:
+    """The loop nest order for a leaf block (points are independent, so any order is valid).
+
+    The innermost loop is the index that walks the written views with the smallest positive
+    stride (so the accumulator updates are contiguous and vectorise); the reduction indexes
+    (those no written view depends on) come right outside it, so each output element's
+    terms still combine in increasing index order; the other indexes stay outermost in
+    decreasing stride order. Passed-in indexes keep their place at the front.
+    """
+    writes = [r for r in b.refs if r.dir.writes or r.is_alloc]
+    reads = [r for r in b.refs if not r.is_alloc and not r.dir.writes]
+
+    def stride(refs: list[Refinement], name: str) -> int:
+        return sum(abs(a.coeff(name)) * st for r in refs
+                   for a, st in zip(r.access, r.shape.strides))
+
+    movable = [ix for ix in loops if not ix.is_passed_in and ix.range > 1]
+    if not writes or len(movable) < 2:
+        return loops
+    out = {ix.name: stride(writes, ix.name) for ix in movable}
+    owned = [ix for ix in movable if out[ix.name] > 0]
+    if not owned:
+        return loops
+    inner = min(owned, key=lambda ix: (out[ix.name], stride(reads, ix.name),
+                                       -loops.index(ix)))
+    reductions = [ix for ix in movable if out[ix.name] == 0]
+    rest = sorted((ix for ix in owned if ix is not inner),
+                  key=lambda ix: (-out[ix.name], loops.index(ix)))
+    fixed_front = [ix for ix in loops if ix not in movable]
+    return fixed_front + rest + reductions + [inner]
 
 
 def _owns(r: Refinement, name: str) -> bool:

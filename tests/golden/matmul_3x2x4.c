@@ -35,12 +35,12 @@ void stripe_run(void **args) {
             }
         }
         {  /* block kernel_1 */
-            for (int64_t x2 = 0; x2 < 2; ++x2) {  /* k */
-                for (int64_t x3 = 0; x3 < 3; ++x3) {  /* m */
+            for (int64_t x2 = 0; x2 < 3; ++x2) {  /* m */
+                for (int64_t x3 = 0; x3 < 2; ++x3) {  /* k */
                     for (int64_t x4 = 0; x4 < 4; ++x4) {  /* n */
-                        float *v4 = v0 + (x2 + INT64_C(2) * x3);  /* A */
-                        float *v5 = v1 + (INT64_C(4) * x2 + x4);  /* B */
-                        float *v6 = v2 + (INT64_C(4) * x3 + x4);  /* C */
+                        float *v4 = v0 + (x3 + INT64_C(2) * x2);  /* A */
+                        float *v5 = v1 + (INT64_C(4) * x3 + x4);  /* B */
+                        float *v6 = v2 + (INT64_C(4) * x2 + x4);  /* C */
                         const float s1 = *v4;  /* A */
                         const float s2 = *v5;  /* B */
                         const float s3 = (float)(((float)s1) * ((float)s2));  /* C */
