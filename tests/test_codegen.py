@@ -233,3 +233,17 @@ def test_stats_are_empty_for_a_plain_program(cache):
     prog = compile_program(matmul(3, 4, 5))
     prog(A=np.zeros((3, 4), np.float32), B=np.zeros((4, 5), np.float32))
     assert prog.stats() == {}
+
+
+def test_leaf_loops_put_the_unit_stride_output_index_innermost():
+    import stripe
+    from stripe.codegen.c_emitter import loop_order
+
+    src = ("function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) { O[n, x, y, co : N, X, Y, CO]"
+           " = +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]); }")
+    program = stripe.lower(src, {"I": ((1, 5, 6, 3), "float32"),
+                                 "F": ((3, 3, 3, 4), "float32")})
+    conv = next(b for _, b in program.walk() if "contraction" in b.tags)
+    order = [ix.name for ix in loop_order(conv, list(conv.idxs))]
+    # outputs by decreasing stride, then the reduction (in its order), co (stride 1) last
+    assert order == ["x", "y", "i", "j", "ci", "co"]
