@@ -57,11 +57,11 @@ UNIT = tags.UNIT
 
 
 @dataclass(frozen=True)
-class Options(Selection):
-    """Options of ``partition_compute`` (PlaidML's ``PartitionComputePass``)."""
+class UnitSplit(Selection):
+    """Options shared by the passes that split a block over units (compute units, banks)."""
 
     num_parts: int = 1
-    """At most this many compute units share the block (the product of the parts)."""
+    """At most this many units share the block (the product of the parts)."""
 
     set_tags: tuple[str, ...] = ()
     """Tags added to the outer block (the block over the units)."""
@@ -73,15 +73,20 @@ class Options(Selection):
     """Tag of the outer block's unit indexes; also the name of the inner block's passed-in
     unit-number index (suffixed ``_0``, ``_1``... when taken)."""
 
-    unit_name: str = "PE"
-    """Location name given to the inner block: ``<unit_name[u]>`` with ``u`` the unit."""
-
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.num_parts < 1:
             raise ValueError(f"num_parts must be >= 1, got {self.num_parts}")
         if not self.idx_tag:
             raise ValueError("idx_tag must not be empty")
+
+
+@dataclass(frozen=True)
+class Options(UnitSplit):
+    """Options of ``partition_compute`` (PlaidML's ``PartitionComputePass``)."""
+
+    unit_name: str = "PE"
+    """Location name given to the inner block: ``<unit_name[u]>`` with ``u`` the unit."""
 
 
 def run(block: Block, options: Options) -> Block:

@@ -46,8 +46,15 @@ from stripe import poly, tags
 from stripe.affine import Affine
 from stripe.ir import Block, Index, Location, Refinement
 
-from .partition_compute import plan, split_units, unit_number, with_unit_index, written_views
-from .select import Selection, Site, rewrite
+from .partition_compute import (
+    UnitSplit,
+    plan,
+    split_units,
+    unit_number,
+    with_unit_index,
+    written_views,
+)
+from .select import Site, rewrite
 
 NAME = "partition_memory"
 
@@ -56,34 +63,20 @@ BANK = tags.BANK
 
 
 @dataclass(frozen=True)
-class Options(Selection):
-    """Options of ``partition_memory`` (PlaidML's ``PartitionMemoryPass``)."""
-
-    num_parts: int = 1
-    """At most this many memory banks share the block (the product of the parts)."""
-
-    set_tags: tuple[str, ...] = ()
-    """Tags added to the outer block (the block over the banks)."""
-
-    inner_set: tuple[str, ...] = ()
-    """Tags added to the inner block (one bank's share)."""
+class Options(UnitSplit):
+    """Options of ``partition_memory`` (PlaidML's ``PartitionMemoryPass``); ``num_parts`` is
+    the number of banks, ``idx_tag`` tags the bank indexes."""
 
     idx_tag: str = BANK
     """Tag of the outer block's bank indexes; also the name of the inner block's passed-in
-    bank-number index (suffixed ``_0``, ``_1``... when taken)."""
+    bank-number index (suffixed ``_0``, ``_1``... when taken). A block that already has
+    indexes with this tag is banked per unit instead of split again."""
 
     refs: tuple[str, ...] = ()
     """The views to bank, by name (``into``) or by tag; empty: every view the block writes."""
 
     mem_name: str = ""
     """Memory name of the banked views' locations; empty: keep each view's own name."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.num_parts < 1:
-            raise ValueError(f"num_parts must be >= 1, got {self.num_parts}")
-        if not self.idx_tag:
-            raise ValueError("idx_tag must not be empty")
 
 
 def run(block: Block, options: Options) -> Block:
