@@ -1,0 +1,538 @@
+"""The benchmark suite of issue 6: stripe against numpy (and, when present, PlaidML/TVM).
+
+    python -m benchmarks.run                 # every workload, 1 and 2 threads
+    python -m benchmarks.run --quick         # a short smoke run (a few workloads, 3 repeats)
+    python -m benchmarks.run --workloads matmul_1024,conv_56x56x64 --threads 1 --out DIR
+
+Run from the repository root with the project's venv. What it does, per thread count T
+(each in a fresh subprocess with OMP_NUM_THREADS=T and OPENBLAS_NUM_THREADS=T, and with
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed unless --keep-openblas-env):
+
+1. per workload: computes the numpy composition (the reference), compiles the Tile source
+   for each stripe target, runs it once and checks it against the reference
+   (allclose, rtol per workload, atol = atol_rel * max|reference|) before any timing; a
+   system whose result is wrong is reported as FAILED and not timed;
+2. warm-up, then `repeats` rounds, each round calling every system once in a rotating order
+   (interleaved); the median, min and all samples are recorded.
+
+Compile time is measured separately, in two subprocesses sharing one fresh cache directory:
+the first compiles every (workload, target) cold (C compiler run), the second, a new
+process, compiles them again warm (cache hit: lowering + passes + verifier + emit + load).
+
+Output in --out (default benchmarks/results/): results.json, results.md, and PNG plots when
+matplotlib can be imported (it is not a project dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):            # `python benchmarks/run.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    __package__ = "benchmarks"
+
+from benchmarks import peers as _peers  # noqa: E402
+from benchmarks.workloads import QUICK, Workload, all_workloads, by_name  # noqa: E402
+
+PEAK_PER_CORE = 97.0  # GFLOP/s float32 FMA peak per core, measured in issue 6 (Zen 3 class)
+TARGETS = {"stripe_avx2": "cpu_avx2", "stripe_none": None}
+SYSTEMS = ["numpy", "stripe_avx2", "stripe_none"]
+OPENBLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+# --------------------------------------------------------------------------- worker side
+
+def _openblas_info() -> dict[str, str]:
+    """Which OpenBLAS kernel numpy runs: threadpoolctl if installed, else ctypes."""
+    info: dict[str, str] = {}
+    try:
+        import threadpoolctl  # type: ignore[import-not-found]
+        for lib in threadpoolctl.threadpool_info():
+            if lib.get("internal_api") == "openblas":
+                info.update(corename=str(lib.get("architecture")),
+                            version=str(lib.get("version")),
+                            num_threads=str(lib.get("num_threads")), via="threadpoolctl")
+                return info
+    except ImportError:
+        pass
+    import ctypes
+    import glob
+
+    import numpy as np
+    libs = glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs",
+                                  "libscipy_openblas*"))
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in ("scipy_openblas_", "openblas_"):
+            for suffix in ("64_", ""):
+                try:
+                    core = getattr(lib, f"{prefix}get_corename{suffix}")
+                    conf = getattr(lib, f"{prefix}get_config{suffix}")
+                    nthr = getattr(lib, f"{prefix}get_num_threads{suffix}")
+                except AttributeError:
+                    continue
+                core.restype = conf.restype = ctypes.c_char_p
+                info.update(corename=core().decode(), config=conf().decode(),
+                            num_threads=str(nthr()), via="ctypes " + os.path.basename(path))
+                return info
+    info["corename"] = "unknown (no OpenBLAS found in numpy.libs)"
+    return info
+
+
+def _check(out, ref, w: Workload) -> tuple[bool, str]:  # type: ignore[no-untyped-def]
+    import numpy as np
+    if out.shape != ref.shape:
+        return False, f"shape {out.shape} != {ref.shape}"
+    atol = w.atol_rel * float(np.abs(ref).max() or 1.0)
+    ok = bool(np.allclose(out, ref, rtol=w.rtol, atol=atol))
+    err = float(np.abs(out.astype(np.float64) - ref).max()) if out.size else 0.0
+    return ok, f"max abs err {err:.3g} (rtol {w.rtol:g}, atol {atol:.3g})"
+
+
+def worker_run(args: argparse.Namespace) -> dict:
+    import stripe
+
+    threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    systems = [s for s in args.systems.split(",") if s]
+    if threads > 1 and "stripe_none" in systems and not args.none_all_threads:
+        systems.remove("stripe_none")          # no passes = no `threads` tag: 1 thread anyway
+    result: dict = {"threads": threads, "openblas": _openblas_info(),
+                    "loadavg_before": os.getloadavg(),
+                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                    "systems": systems, "workloads": {}}
+    for name in args.workloads.split(","):
+        w = by_name()[name]
+        x = w.inputs()
+        entry: dict = {}
+        fns = {}
+        t0 = time.perf_counter()
+        ref = w.numpy_fn(**x)
+        first = {"numpy": time.perf_counter() - t0}
+        fns["numpy"] = lambda w=w, x=x: w.numpy_fn(**x)
+        entry["numpy"] = {"check": "reference"}
+        for sysname in systems:
+            if sysname == "numpy":
+                continue
+            try:
+                prog = stripe.compile(w.source, w.input_types(), target=TARGETS[sysname])
+                t0 = time.perf_counter()
+                out = prog(**x)[w.output]
+                first[sysname] = time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001 - report and go on
+                entry[sysname] = {"check": "FAILED", "error": f"{type(e).__name__}: {e}"}
+                continue
+            ok, msg = _check(out, ref, w)
+            entry[sysname] = {"check": ("ok " if ok else "FAILED ") + msg}
+            if ok:
+                fns[sysname] = lambda prog=prog, x=x: prog(**x)
+        # repeats: at most args.repeats, at least 3, within the per-workload time budget
+        per_round = sum(first[s] for s in fns)
+        repeats = max(3, min(args.repeats, int(args.budget / max(per_round, 1e-9))))
+        warmup = 0 if per_round > 1.0 else args.warmup   # the check call was one warm-up
+        order = list(fns)
+        for _ in range(warmup):
+            for s in order:
+                fns[s]()
+        samples: dict[str, list[float]] = {s: [] for s in order}
+        for r in range(repeats):
+            rot = order[r % len(order):] + order[:r % len(order)]
+            for s in rot:
+                t0 = time.perf_counter()
+                fns[s]()
+                samples[s].append(time.perf_counter() - t0)
+        for s in order:
+            med = statistics.median(samples[s])
+            entry[s].update(median_s=med, min_s=min(samples[s]), samples_s=samples[s],
+                            repeats=repeats, warmup=warmup,
+                            gflops=w.flops / med / 1e9,
+                            pct_peak=100.0 * w.flops / med / 1e9 / (PEAK_PER_CORE * threads))
+        result["workloads"][name] = entry
+        print(f"  [{threads}T] {name}: " + ", ".join(
+            f"{s} {entry[s]['median_s'] * 1e3:.2f} ms" if "median_s" in entry[s]
+            else f"{s} {entry[s]['check']}" for s in entry), flush=True)
+    result["loadavg_after"] = os.getloadavg()
+    return result
+
+
+def worker_compile(args: argparse.Namespace) -> dict:
+    import stripe
+    # one throwaway compile so that one-time imports and isl start-up are not charged to
+    # the first workload
+    stripe.compile("function (A[N]) -> (O) { O = A + 1.0; }", {"A": ((3,), "float32")},
+                   target="cpu_avx2")
+    res: dict = {}
+    for name in args.workloads.split(","):
+        w = by_name()[name]
+        res[name] = {}
+        for sysname, target in TARGETS.items():
+            if sysname not in args.systems.split(","):
+                continue
+            t0 = time.perf_counter()
+            try:
+                stripe.compile(w.source, w.input_types(), target=target)
+                res[name][sysname] = time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001
+                res[name][sysname] = f"{type(e).__name__}: {e}"
+        print(f"  [{args.worker}] {name}: " + ", ".join(
+            f"{k} {v * 1e3:.0f} ms" if isinstance(v, float) else f"{k} {v}"
+            for k, v in res[name].items()), flush=True)
+    return res
+
+
+# --------------------------------------------------------------------------- driver side
+
+def _run_worker(mode: str, args: argparse.Namespace, env: dict[str, str],
+                workloads: list[str]) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = f.name
+    cmd = [sys.executable, "-m", "benchmarks.run", "--worker", mode, "--worker-out", out,
+           "--workloads", ",".join(workloads), "--systems", args.systems,
+           "--repeats", str(args.repeats), "--warmup", str(args.warmup),
+           "--budget", str(args.budget)]
+    if args.none_all_threads:
+        cmd.append("--none-all-threads")
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(env, PYTHONPATH=root + os.pathsep + env.get("PYTHONPATH", ""))
+    r = subprocess.run(cmd, env=env, cwd=root)
+    try:
+        if r.returncode != 0:
+            raise SystemExit(f"benchmark worker {mode} failed with exit code {r.returncode}")
+        return json.loads(Path(out).read_text())
+    finally:
+        os.unlink(out)
+
+
+def _run_peer(peer: str, args: argparse.Namespace, env: dict[str, str],
+              workloads: list[str]) -> dict:
+    """Run the peer worker in the peers venv; if the peer crashes the process (PlaidML 0.7
+    can), record the workload it was on as FAILED and go on with the rest in a new one."""
+    root = str(Path(__file__).resolve().parent.parent)
+    py = str(_peers.venv_dir() / "bin" / "python")
+    env = dict(env, PYTHONPATH=root, TVM_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"))
+    merged: dict = {"workloads": {}}
+    todo = list(workloads)
+    while todo:
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+            out = f.name
+        cmd = [py, "-m", "benchmarks.peer_worker", "--peer", peer, "--out", out,
+               "--workloads", ",".join(todo), "--repeats", str(args.repeats),
+               "--warmup", str(args.warmup), "--budget", str(args.budget)]
+        try:
+            r = subprocess.run(cmd, env=env, cwd=root, timeout=args.peer_timeout)
+            code = f"exit code {r.returncode}"
+        except subprocess.TimeoutExpired:
+            code = f"timed out after {args.peer_timeout} s"
+        except OSError as e:
+            return {"error": f"{type(e).__name__}: {e}"}
+        try:
+            part = json.loads(Path(out).read_text() or "{}")
+        except (OSError, ValueError):
+            part = {}
+        finally:
+            if os.path.exists(out):
+                os.unlink(out)
+        if "error" in part:
+            return part
+        merged["workloads"].update(part.get("workloads", {}))
+        merged.update({k: v for k, v in part.items() if k != "workloads"})
+        todo = [n for n in todo if n not in merged["workloads"]]
+        if todo:        # the process died on todo[0]
+            merged["workloads"][todo[0]] = {"check": f"FAILED: peer process died ({code})"}
+            print(f"  [{peer}] {todo[0]}: peer process died ({code}); going on", flush=True)
+            todo = todo[1:]
+    return merged
+
+
+def _machine() -> dict:
+    info = {"platform": platform.platform(), "python": platform.python_version(),
+            "nproc": os.cpu_count()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                fl = set(line.split(":", 1)[1].split())
+                info["simd"] = " ".join(f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f")
+                                        if f in fl)
+                break
+    except OSError:
+        pass
+    try:
+        cc = os.environ.get("CC", "cc")
+        info["cc"] = subprocess.run([cc, "--version"], capture_output=True,
+                                    text=True).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        info["cc"] = "?"
+    import numpy as np
+    info["numpy"] = np.__version__
+    info["openblas_env_inherited"] = {k: os.environ.get(k) for k in OPENBLAS_ENV}
+    return info
+
+
+def _fmt_ms(e: dict) -> str:
+    if "median_s" in e:
+        return f"{e['median_s'] * 1e3:.2f}"
+    return e.get("check", "-").split(" ")[0] if e else "-"
+
+
+def _peer_table(run: dict) -> list[str]:
+    peers = run.get("peers") or {}
+    if not peers:
+        return []
+    lines = [f"Peers, {run['threads']} thread(s), each in its own process (not interleaved "
+             "with numpy and stripe); stripe_avx2/peer = peer time / stripe_avx2 time.", ""]
+    for peer, pr in peers.items():
+        if "error" in pr:
+            lines += [f"- {peer}: not measured: {pr['error']}", ""]
+    names = list(run["workloads"])
+    ok_peers = [p for p, pr in peers.items() if "error" not in pr]
+    if not ok_peers:
+        return lines
+    hdr = ["workload"]
+    for p in ok_peers:
+        hdr += [f"{p} ms", f"{p} GFLOP/s", f"{p} check", f"stripe_avx2/{p}"]
+    lines += ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+    for n in names:
+        row = [n]
+        for p in ok_peers:
+            e = peers[p]["workloads"].get(n, {})
+            st = run["workloads"][n].get("stripe_avx2", {})
+            row += [f"{e['median_s'] * 1e3:.2f}" if "median_s" in e else "-",
+                    f"{e['gflops']:.2f}" if "gflops" in e else "-",
+                    str(e.get("check", "-")).replace("|", "/")[:60],
+                    f"{e['median_s'] / st['median_s']:.3f}"
+                    if "median_s" in e and "median_s" in st else "-"]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines + [""]
+
+
+def _load(la: list[float] | None) -> str:
+    return "?" if not la else f"{la[0]:.2f}"
+
+
+def markdown(res: dict) -> str:
+    m = res["machine"]
+    lines = [f"# stripe benchmark results ({res['date']})", "",
+             f"Machine: {m.get('cpu', '?')}, {m.get('nproc')} logical CPUs, SIMD: "
+             f"{m.get('simd', '?')}; {m.get('cc')}; Python {m.get('python')}, numpy "
+             f"{m.get('numpy')}.", "",
+             f"Peak used for '% peak': {PEAK_PER_CORE:g} GFLOP/s float32 per core (issue 6's "
+             f"measured FMA peak) times the thread count.", "",
+             "Ratio = numpy time / stripe time (above 1: stripe is faster). Times are the "
+             "median of the repeats after warm-up; every result was checked against numpy "
+             "before it was timed.", ""]
+    for run in res["runs"]:
+        t = run["threads"]
+        ob = run["openblas"]
+        lines += [f"## {t} thread{'s' if t > 1 else ''}", "",
+                  f"numpy's OpenBLAS kernel: **{ob.get('corename')}** "
+                  f"({ob.get('num_threads')} threads, via {ob.get('via')}); "
+                  f"OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE: {run['openblas_env']}; "
+                  f"OMP_WAIT_POLICY={run.get('omp_wait_policy')}; load average before/after "
+                  f"the run: {_load(run.get('loadavg_before'))} / "
+                  f"{_load(run.get('loadavg_after'))} (above ~0.1 means another process "
+                  f"was using the CPUs).", ""]
+        systems = [s for s in SYSTEMS if s in run["systems"]]
+        hdr = ["workload", "GFLOP"]
+        for s in systems:
+            hdr += [f"{s} ms", f"{s} GFLOP/s", f"{s} % peak"]
+        hdr += [f"{s}/numpy" for s in systems if s != "numpy"]
+        lines += ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+        for name, entry in run["workloads"].items():
+            w = by_name()[name]
+            row = [name, f"{w.flops / 1e9:.3g}"]
+            for s in systems:
+                e = entry.get(s, {})
+                row += [_fmt_ms(e),
+                        f"{e['gflops']:.2f}" if "gflops" in e else "-",
+                        f"{e['pct_peak']:.1f}" if "pct_peak" in e else "-"]
+            for s in systems:
+                if s == "numpy":
+                    continue
+                e, n = entry.get(s, {}), entry.get("numpy", {})
+                row.append(f"{n['median_s'] / e['median_s']:.3f}"
+                           if "median_s" in e and "median_s" in n else "-")
+            lines.append("| " + " | ".join(row) + " |")
+        failed = [(name, s, e["check"]) for name, entry in run["workloads"].items()
+                  for s, e in entry.items() if str(e.get("check", "")).startswith("FAILED")]
+        if failed:
+            lines += ["", "Failed checks (not timed):"] + [f"- {n} {s}: {c}"
+                                                           for n, s, c in failed]
+        lines.append("")
+        lines += _peer_table(run)
+    ct = res.get("compile")
+    if ct:
+        lines += ["## Compile time (ms)", "",
+                  "Cold: fresh cache directory, the C compiler runs. Warm: a new process, "
+                  "same cache (no C compiler; lowering, passes, verifier, emit, load).", "",
+                  "| workload | " + " | ".join(f"{s} cold | {s} warm" for s in TARGETS) + " |",
+                  "|---|" + "---|---|" * len(TARGETS)]
+        for name in ct["cold"]:
+            row = [name]
+            for s in TARGETS:
+                for kind in ("cold", "warm"):
+                    v = ct[kind].get(name, {}).get(s)
+                    row.append(f"{v * 1e3:.0f}" if isinstance(v, float) else str(v or "-"))
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    lines += ["## Workloads", "", "| workload | shapes | FLOP formula | notes |",
+              "|---|---|---|---|"]
+    for name in res["workloads"]:
+        w = by_name()[name]
+        shapes = ", ".join(f"{k} {'x'.join(map(str, s))}" for k, s in w.shapes.items())
+        lines.append(f"| {name} | {shapes} | {w.flop_formula} | {w.notes} |")
+    lines += ["", "## Peers", ""] + [f"- {v['message']}" for v in res["peers"].values()]
+    lines += ["", f"Plots: {res['plots']}", ""]
+    return "\n".join(lines)
+
+
+def plots(res: dict, out: Path) -> str:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return ("not written: matplotlib is not importable (it is not a project "
+                "dependency; `pip install matplotlib` into the venv to get them)")
+    written = []
+    for run in res["runs"]:
+        t = run["threads"]
+        names = list(run["workloads"])
+        systems = [s for s in SYSTEMS if s in run["systems"]]
+        for key, label in (("gflops", "GFLOP/s"), ("pct_peak", "% of FMA peak")):
+            fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.7), 5))
+            width = 0.8 / len(systems)
+            for i, s in enumerate(systems):
+                vals = [run["workloads"][n].get(s, {}).get(key, 0.0) for n in names]
+                ax.bar([j + i * width for j in range(len(names))], vals, width, label=s)
+            ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))])
+            ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
+            ax.set_ylabel(label)
+            ax.set_yscale("log")
+            ax.set_title(f"{label}, {t} thread(s)")
+            ax.legend()
+            fig.tight_layout()
+            p = out / f"{key}_{t}t.png"
+            fig.savefig(p, dpi=100)
+            plt.close(fig)
+            written.append(p.name)
+    return ", ".join(written)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help=f"smoke run: {','.join(QUICK)}; 3 repeats, 1 warm-up")
+    ap.add_argument("--workloads", default="",
+                    help="comma-separated names (default: all); `--list` shows them")
+    ap.add_argument("--list", action="store_true", help="list the workloads and exit")
+    ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help="default: all three")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    ap.add_argument("--repeats", type=int, default=10, help="max timed rounds (default 10)")
+    ap.add_argument("--warmup", type=int, default=2, help="warm-up rounds (default 2)")
+    ap.add_argument("--budget", type=float, default=10.0,
+                    help="seconds of timed rounds per workload and thread count; slow "
+                         "workloads get fewer repeats, never fewer than 3 (default 10)")
+    ap.add_argument("--no-compile-times", action="store_true")
+    ap.add_argument("--keep-openblas-env", action="store_true",
+                    help="keep OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for numpy (default: "
+                         "removed in the worker, as they select a slower kernel)")
+    ap.add_argument("--none-all-threads", action="store_true",
+                    help="also time stripe_none at T>1 (it is single-threaded anyway)")
+    ap.add_argument("--omp-wait-policy", default="PASSIVE",
+                    help="OMP_WAIT_POLICY for the timed runs (default PASSIVE: idle OpenMP "
+                         "threads sleep instead of spinning on the cores OpenBLAS needs when "
+                         "the systems are interleaved in one process; '' leaves it unset)")
+    ap.add_argument("--peers", default="plaidml,tvm",
+                    help="peers to run when present in the peers venv (default both; '' none)")
+    ap.add_argument("--peer-timeout", type=float, default=600.0)
+    ap.add_argument("--worker", choices=["run", "compile-cold", "compile-warm"],
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--worker-out", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.list:
+        for w in all_workloads():
+            print(f"{w.name:28s} {w.group:8s} {w.flop_formula}")
+        return 0
+    if args.worker:
+        res = worker_run(args) if args.worker == "run" else worker_compile(args)
+        Path(args.worker_out).write_text(json.dumps(res))
+        return 0
+
+    if args.quick:
+        args.repeats, args.warmup, args.budget = 3, 1, 3.0
+    names = ([n for n in args.workloads.split(",") if n] or
+             (QUICK if args.quick else [w.name for w in all_workloads()]))
+    unknown = [n for n in names if n not in by_name()]
+    if unknown:
+        ap.error(f"unknown workloads {unknown}; valid: {', '.join(by_name())}")
+    threads = [int(t) for t in args.threads.split(",") if t]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    res: dict = {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                 "machine": _machine(), "peak_gflops_per_core": PEAK_PER_CORE,
+                 "workloads": names, "runs": [], "argv": sys.argv[1:]}
+    print(f"stripe benchmarks: {len(names)} workloads, threads {threads}, "
+          f"systems {args.systems}; output in {out}", flush=True)
+
+    res["peers"] = _peers.detect()
+    for v in res["peers"].values():
+        print(v["message"], flush=True)
+
+    cache = Path(tempfile.mkdtemp(prefix="stripe-bench-cache-"))
+    base_env = dict(os.environ, STRIPE_CACHE_DIR=str(cache))
+    if not args.no_compile_times:
+        print("compile time (cold, then warm in a new process):", flush=True)
+        res["compile"] = {"cold": _run_worker("compile-cold", args, base_env, names),
+                          "warm": _run_worker("compile-warm", args, base_env, names)}
+    for t in threads:
+        env = dict(base_env, OMP_NUM_THREADS=str(t), OPENBLAS_NUM_THREADS=str(t),
+                   MKL_NUM_THREADS=str(t))
+        if args.omp_wait_policy:
+            env["OMP_WAIT_POLICY"] = args.omp_wait_policy
+        if not args.keep_openblas_env:
+            for k in OPENBLAS_ENV:
+                env.pop(k, None)
+        print(f"run with {t} thread(s):", flush=True)
+        run = _run_worker("run", args, env, names)
+        run["openblas_env"] = ({k: env.get(k) for k in OPENBLAS_ENV}
+                               if any(env.get(k) for k in OPENBLAS_ENV)
+                               else "unset for this run")
+        run["peers"] = {}
+        for peer, info in res["peers"].items():
+            if info["status"] != "present" or peer not in args.peers.split(","):
+                continue
+            print(f"peer {peer} with {t} thread(s) (own process, not interleaved):",
+                  flush=True)
+            run["peers"][peer] = _run_peer(peer, args, env, names)
+        res["runs"].append(run)
+    res["wall_s"] = time.time() - started
+    res["plots"] = plots(res, out)
+    (out / "results.json").write_text(json.dumps(res, indent=1))
+    md = markdown(res)
+    (out / "results.md").write_text(md)
+    print(md)
+    print(f"wrote {out / 'results.json'}, {out / 'results.md'}; plots: {res['plots']}; "
+          f"{res['wall_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create the separate venv holding the optional benchmark peers (PlaidML 0.7, TVM).
+# They are never installed into the project's venv. Each install may fail on its own
+# (PlaidML 0.7 is old and may have no build for this Python); the suite then reports that
+# peer as missing and goes on.
+set -u
+VENV="${STRIPE_BENCH_PEERS_VENV:-$HOME/.cache/stripe-bench/peers-venv}"
+PY="${PYTHON:-python3}"
+mkdir -p "$(dirname "$VENV")"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV" || exit 1
+"$VENV/bin/pip" install -q --upgrade pip numpy
+"$VENV/bin/pip" install plaidml==0.7.0 || echo "setup_peers: plaidml==0.7.0 did not install" >&2
+"$VENV/bin/pip" install apache-tvm || echo "setup_peers: apache-tvm did not install" >&2
+echo "peers venv: $VENV"
+"$VENV/bin/python" -c "import plaidml" 2>/dev/null && echo "plaidml: ok" || echo "plaidml: missing"
+"$VENV/bin/python" -c "import tvm" 2>/dev/null && echo "tvm: ok" || echo "tvm: missing"
