@@ -508,33 +508,36 @@ def _stats_functions(n: int) -> str:
 def loop_order(b: Block, loops: list[Index]) -> list[Index]:
     """The loop nest order for a leaf block (points are independent, so any order is valid).
 
-    The innermost loop is the index that walks the written views with the smallest positive
-    stride (so the accumulator updates are contiguous and vectorise); the reduction indexes
-    (those no written view depends on) come right outside it, so each output element's
-    terms still combine in increasing index order; the other indexes stay outermost in
-    decreasing stride order. Passed-in indexes keep their place at the front.
+    The innermost loop is the index that walks the most views contiguously: the fewest views
+    in which its stride is neither 0 nor 1 (written views count double), preferring an index
+    the written views depend on (its updates vectorise) over a reduction index, then the
+    smaller written stride. If it is an output index, the reduction indexes come right
+    outside it (each element's terms still combine in increasing index order); the other
+    output indexes stay outermost in decreasing stride order. Passed-in indexes keep their
+    place at the front.
     """
     writes = [r for r in b.refs if r.dir.writes or r.is_alloc]
-    reads = [r for r in b.refs if not r.is_alloc and not r.dir.writes]
-
-    def stride(refs: list[Refinement], name: str) -> int:
-        return sum(abs(a.coeff(name)) * st for r in refs
-                   for a, st in zip(r.access, r.shape.strides))
-
+    views = [r for r in b.refs if not r.is_alloc]
     movable = [ix for ix in loops if not ix.is_passed_in and ix.range > 1]
     if not writes or len(movable) < 2:
         return loops
-    out = {ix.name: stride(writes, ix.name) for ix in movable}
-    owned = [ix for ix in movable if out[ix.name] > 0]
-    if not owned:
-        return loops
-    inner = min(owned, key=lambda ix: (out[ix.name], stride(reads, ix.name),
-                                       -loops.index(ix)))
-    reductions = [ix for ix in movable if out[ix.name] == 0]
-    rest = sorted((ix for ix in owned if ix is not inner),
-                  key=lambda ix: (-out[ix.name], loops.index(ix)))
+
+    def stride(r: Refinement, name: str) -> int:
+        return sum(abs(a.coeff(name)) * st for a, st in zip(r.access, r.shape.strides))
+
+    out = {ix.name: sum(stride(r, ix.name) for r in writes) for ix in movable}
+
+    def penalty(ix: Index) -> tuple[int, int, int, int]:
+        scattered = sum((2 if r.dir.writes else 1) for r in views
+                        if stride(r, ix.name) not in (0, 1))
+        return (scattered, 0 if out[ix.name] else 1, out[ix.name], -loops.index(ix))
+
+    inner = min(movable, key=penalty)
+    owned = [ix for ix in movable if out[ix.name] > 0 and ix is not inner]
+    reductions = [ix for ix in movable if out[ix.name] == 0 and ix is not inner]
+    owned.sort(key=lambda ix: (-out[ix.name], loops.index(ix)))
     fixed_front = [ix for ix in loops if ix not in movable]
-    return fixed_front + rest + reductions + [inner]
+    return fixed_front + owned + reductions + [inner]
 
 
 def _owns(r: Refinement, name: str) -> bool:
