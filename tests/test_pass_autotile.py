@@ -8,8 +8,9 @@ import math
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
+from passcheck import run_and_check
 
-from stripe import interpret, lower, parse_ir, poly, print_ir, verify
+from stripe import lower, parse_ir, poly, print_ir
 from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import Block
@@ -27,17 +28,7 @@ def kernels(program: Block, tag: str = "kernel") -> list[Block]:
 def tile_and_check(program: Block, options: Options,
                    arrays: dict[str, np.ndarray] | None = None) -> Block:
     """Run autotile, verify the result, and compare interpreter results before and after."""
-    verify(program)
-    after = autotile.run(program, options)
-    verify(after)
-    if arrays is None:
-        rng = np.random.default_rng(0)
-        arrays = {r.into: rng.standard_normal(r.shape.sizes).astype(r.dtype.np)
-                  for r in program.refs if r.is_alloc and r.dir.reads}
-    want, got = interpret(program, arrays), interpret(after, arrays)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
-    return after
+    return run_and_check(autotile.run, program, options, arrays)
 
 
 def assert_rewrites(before: str, expected: str, options: Options) -> tuple[Block, Block]:

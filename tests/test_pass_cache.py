@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
+from passcheck import blocks, run_and_check
 
-from stripe import interpret, lower, parse_ir, print_ir, tags, verify
+from stripe import lower, parse_ir, print_ir, tags, verify
 from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import Block, Location
@@ -21,24 +22,10 @@ from stripe.passes.manager import run_pipeline
 # helpers -------------------------------------------------------------------------------------
 
 
-def blocks(program: Block, tag: str) -> list[Block]:
-    return [b for _, b in program.walk() if tag in b.tags]
-
-
 def cache_and_check(program: Block, options: Options,
                     arrays: dict[str, np.ndarray] | None = None) -> Block:
     """Run cache, verify the result, and compare interpreter results before and after."""
-    verify(program)
-    after = cache.run(program, options)
-    verify(after)
-    if arrays is None:
-        rng = np.random.default_rng(0)
-        arrays = {r.into: rng.standard_normal(r.shape.sizes).astype(r.dtype.np)
-                  for r in program.refs if r.is_alloc and r.dir.reads}
-    want, got = interpret(program, arrays), interpret(after, arrays)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
-    return after
+    return run_and_check(cache.run, program, options, arrays)
 
 
 def assert_unchanged(program: Block, options: Options) -> None:

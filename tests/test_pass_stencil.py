@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
+from passcheck import blocks, run_and_check
 
-from stripe import interpret, lower, parse_ir, print_ir, verify
+from stripe import lower, parse_ir, print_ir
 from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import Block
@@ -36,24 +37,10 @@ def mac(m: int, n: int, startup: int) -> str:
 # helpers -------------------------------------------------------------------------------------
 
 
-def blocks(program: Block, tag: str) -> list[Block]:
-    return [b for _, b in program.walk() if tag in b.tags]
-
-
 def stencil_and_check(program: Block, options: Options,
                       arrays: dict[str, np.ndarray] | None = None) -> Block:
-    """Run the pass, verify, and compare interpreter results before and after."""
-    verify(program)
-    after = stencil.run(program, options)
-    verify(after)
-    if arrays is None:
-        rng = np.random.default_rng(0)
-        arrays = {r.into: rng.standard_normal(r.shape.sizes).astype(r.dtype.np)
-                  for r in program.refs if r.is_alloc and r.dir.reads}
-    want, got = interpret(program, arrays), interpret(after, arrays)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
-    return after
+    """Run stencil, verify the result, and compare interpreter results before and after."""
+    return run_and_check(stencil.run, program, options, arrays)
 
 
 def assert_unchanged(program: Block, options: Options) -> None:
