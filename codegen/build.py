@@ -27,7 +27,7 @@ from stripe.errors import StripeError
 CDEF = ("void stripe_run(void **args); void stripe_stats(int64_t *out); "
         "void stripe_reset_stats(void);")
 # Views and indexes a block declares but never uses are normal in emitted code: no warnings.
-BASE_FLAGS = ("-O3", "-fno-wrapv", "-std=c11", "-Wno-unused-variable",
+BASE_FLAGS = ("-O3", "-fno-wrapv", "-ffp-contract=fast", "-std=c11", "-Wno-unused-variable",
               "-Wno-unused-but-set-variable")
 
 # How many times the C compiler ran in this process (tests use it to check cache hits).

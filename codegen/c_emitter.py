@@ -45,6 +45,9 @@ from stripe.ir import (
     Store,
 )
 
+from . import microkernel
+from .microkernel import MicroKernel
+
 THREADS_TAG = tags.THREADS
 TRANSFER_TAG = tags.TRANSFER
 STENCIL_TAG = tags.STENCIL
@@ -65,6 +68,9 @@ PRELUDE = """\
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+typedef float stripe_f32x8 __attribute__((vector_size(32)));
+typedef double stripe_f64x4 __attribute__((vector_size(32)));
 
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -139,6 +145,17 @@ class _View:
     strides: tuple[int, ...]
     agg: AggOp = AggOp.ASSIGN
     memory: str = MAIN_MEMORY  # the location name of the allocation behind the view
+    root: str = ""  # C name of the buffer or allocation the view finally addresses
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """A loop's range: constant bounds tightened by affine ones of outer values."""
+
+    lo: int
+    hi: int  # exclusive
+    lo_exprs: tuple[Affine, ...] = ()  # x >= -e for each e
+    hi_exprs: tuple[Affine, ...] = ()  # x <= e for each e
 
 
 @dataclass
@@ -158,10 +175,11 @@ class _Emitter:
         self.stats: dict[str, int] = {}  # "SRAM.bytes_in" -> slot in stripe_counters
 
     def count(self, name: str, amount: str | int) -> None:
-        """Emit code that adds ``amount`` to run-time counter ``name``."""
+        """Emit code that adds ``amount`` to run-time counter ``name``: to the thread's own
+        tally ``stripe_lc`` (kept in registers in hot loops), which ``stripe_flush`` adds to
+        the shared counters when the function or a parallel loop's iteration ends."""
         slot = self.stats.setdefault(name, len(self.stats))
-        self.line(f"__atomic_fetch_add(&stripe_counters[{slot}], (int64_t)({amount}), "
-                  f"__ATOMIC_RELAXED);")
+        self.line(f"stripe_lc[{slot}] += (int64_t)({amount});")
 
     def track_peak(self, memory: str, amount: int) -> None:
         cur = self.stats.setdefault(f"{memory}.live_bytes", len(self.stats))
@@ -199,7 +217,7 @@ class _Emitter:
             self.line(f"{ctype} *restrict {cname} = ({ctype} *)args[{k}];"
                       f"  /* {comment_name(r.into)} */")
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
-                                       memory=r.location.name or MAIN_MEMORY)
+                                       memory=r.location.name or MAIN_MEMORY, root=cname)
             buffers.append(BufferSpec(r.into, r.dtype, r.shape.sizes, r.shape.strides,
                                       r.dir.writes))
         for r in root.refs:
@@ -213,10 +231,12 @@ class _Emitter:
                       f"sizeof({ctype}));  /* {comment_name(r.into)} */")
             frees.append(cname)
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
-                                       memory=r.location.name or MAIN_MEMORY)
+                                       memory=r.location.name or MAIN_MEMORY, root=cname)
         if root.idxs or root.constraints:
             raise IRError("the program block must have no indexes or constraints", root.name)
+        self.line("int64_t stripe_lc[STRIPE_NSTATS] = {0};")
         self.body_of(root, scope, path=root.name)
+        self.line("stripe_flush(stripe_lc);")
         for cname in frees:
             self.line(f"free({cname});")
         body = "\n".join(self.lines)
@@ -242,7 +262,7 @@ class _Emitter:
         self.count_entry(b, outer)
         if not threaded:
             frees = self.allocations(b, outer, scope)
-        collapse = self.collapse_count(b, loops, guards) if threaded else 0
+        collapse = self.collapse_count(b, loops, bounds, guards) if threaded else 0
         for ix in fixed:
             val = self.fresh("x")
             self.line(f"const int64_t {val} = {self.affine(ix.affine, outer)};"
@@ -251,11 +271,16 @@ class _Emitter:
         for g in guards[-1]:  # constraints on fixed values only: test once
             self.open(f"if ({self.affine(g, scope)} >= 0)")
             opened += 1
+        kernel = self.micro_kernel_match(b, outer) if not threaded else None
+        versioned = kernel is not None and self.micro_kernel(b, kernel, outer, scope)
+        if versioned:  # the kernel ran unless a constraint fails somewhere in the box
+            self.open("else")
+            opened += 1
         for pos, ix in enumerate(loops):
             if pos == 0 and collapse:
                 self.uses_openmp = True
                 self.line(f"#pragma omp parallel for collapse({collapse}) schedule(static)")
-            lo, hi = bounds[ix.name]
+            lo, hi = self.bound_text(bounds[ix.name], scope)
             if ix.is_passed_in:
                 loc = self.fresh("l")
                 self.open(f"for (int64_t {loc} = {lo}; {loc} < {hi}; ++{loc})")
@@ -274,14 +299,120 @@ class _Emitter:
                 opened += 1
         if threaded:
             frees = self.allocations(b, outer, scope)
+        if threaded:  # one tally per iteration (a thread's share), flushed when it ends
+            self.open("")
+            self.line("int64_t stripe_lc[STRIPE_NSTATS] = {0};")
         self.views(b, outer, scope, path)
         self.body_of(b, scope, path)
+        if threaded:
+            self.line("stripe_flush(stripe_lc);")
+            self.close()
         for text in frees if threaded else ():
             self.line(text)
         self.close(opened)
         for text in frees if not threaded else ():
             self.line(text)
         self.close()
+
+    def micro_kernel_match(self, b: Block, outer: _Scope) -> MicroKernel | None:
+        if STENCIL_TAG not in b.tags or b.sub_blocks:
+            return None
+        views = {r.into: outer.refs[r.from_] for r in b.refs
+                 if not r.is_alloc and r.from_ in outer.refs}
+        return microkernel.match(b, {n: v.strides for n, v in views.items()},
+                                 {n: v.root for n, v in views.items()})
+
+    def micro_kernel(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope) -> bool:
+        """Emit ``k`` (see :mod:`codegen.microkernel`) guarded by the test that every point
+        of the block's box satisfies its constraints, and, when the only failing ones cut
+        the ``m`` rows (the last tile of a range that the tile size does not divide), the
+        kernel for the rows that remain. True when the generic loop nest must follow as the
+        ``else`` branch (dead code when no constraint depends on the tile); False, with
+        nothing emitted, when some point of the box always fails a constraint."""
+        conds, limits = [], []
+        for c in b.constraints:
+            if k.m is not None and microkernel.row_limit(b, c, k.m) is not None:
+                limits.append(f"{self.affine(microkernel.row_limit(b, c, k.m), scope)} + 1")
+                continue
+            g = microkernel.full_box_guard(b, c)
+            if g.is_const:
+                if g.const < 0:
+                    return False  # some point always fails: the generic nest decides
+                continue
+            conds.append(f"({self.affine(g, scope)} >= 0)")
+        rows = ""
+        if limits:
+            rows = self.fresh("r")
+            expr = str(k.mr)
+            for lim in limits:
+                expr = f"stripe_imin({expr}, {lim})"
+            self.line(f"const int64_t {rows} = {expr};  /* rows of the tile in range */")
+        full = " && ".join(conds + ([f"{rows} == {k.mr}"] if rows else [])) or "1"
+        self.open(f"if ({full})", f"micro-kernel {k.mr}x{k.n.range}")
+        self.micro_kernel_body(b, k, outer, scope, k.mr)
+        self.close()
+        if rows and k.mr > 1:
+            part = " && ".join(conds + [f"{rows} >= 1"])
+            self.open(f"else if ({part})", "the last rows")
+            self.open(f"switch ({rows})")
+            for r in range(1, k.mr):
+                self.open(f"case {r}:")
+                self.micro_kernel_body(b, k, outer, scope, r)
+                self.line("break;")
+                self.close()
+            self.line("default: break;")
+            self.close(2)
+        return True
+
+    def micro_kernel_body(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
+                          rows: int) -> None:
+        """The first ``rows`` rows of ``k``: accumulators in registers over the reduction."""
+        vt, ct, lanes = microkernel.VECTOR_TYPES[k.dtype], C_TYPES[k.dtype], k.lanes
+        zero = {ix.name: 0 for ix in b.idxs if not ix.is_passed_in}
+        ptr = {}
+        for role, r in (("a", k.a), ("b", k.b), ("c", k.c)):
+            parent = outer.refs[r.from_]
+            offset = Affine()
+            for a, s in zip(r.access, parent.strides):
+                offset = offset + a * s
+            p = self.fresh("p")
+            const = "const " if role != "c" else ""
+            self.line(f"{const}{ct} *restrict {p} = {parent.cname} + "
+                      f"({self.affine(offset.substitute(zero), scope)});"
+                      f"  /* {comment_name(r.into)} */")
+            ptr[role] = (p, parent.strides)
+
+        def stride(role: str, r: Refinement, ix: Index | None) -> int:
+            return 0 if ix is None else microkernel.element_stride(r, ix.name, ptr[role][1])
+
+        pa, pb, pc = ptr["a"][0], ptr["b"][0], ptr["c"][0]
+        scm, sam = stride("c", k.c, k.m), stride("a", k.a, k.m)
+        acc = [[self.fresh("acc") for _ in range(k.nv)] for _ in range(rows)]
+        for i, row in enumerate(acc):
+            for j, name in enumerate(row):
+                self.line(f"{vt} {name}; memcpy(&{name}, {pc} + {i * scm + j * lanes}, "
+                          f"sizeof({vt}));")
+        offs_a, offs_b = [], []
+        for ix in k.ks:
+            v = self.fresh("x")
+            self.open(f"for (int64_t {v} = 0; {v} < {ix.range}; ++{v})", comment_name(ix.name))
+            offs_a.append(f" + INT64_C({stride('a', k.a, ix)}) * {v}")
+            offs_b.append(f" + INT64_C({stride('b', k.b, ix)}) * {v}")
+        qa, qb = self.fresh("p"), self.fresh("p")
+        self.line(f"const {ct} *{qa} = {pa}{''.join(offs_a)};")
+        self.line(f"const {ct} *{qb} = {pb}{''.join(offs_b)};")
+        bv = [self.fresh("bv") for _ in range(k.nv)]
+        for j, name in enumerate(bv):
+            self.line(f"{vt} {name}; memcpy(&{name}, {qb} + {j * lanes}, sizeof({vt}));")
+        for i, row in enumerate(acc):
+            av = self.fresh("av")
+            self.line(f"const {ct} {av} = {qa}[{i * sam}];")
+            for name, bn in zip(row, bv):
+                self.line(f"{name} += {bn} * {av};")
+        self.close(len(k.ks))
+        for i, row in enumerate(acc):
+            for j, name in enumerate(row):
+                self.line(f"memcpy({pc} + {i * scm + j * lanes}, &{name}, sizeof({vt}));")
 
     def count_entry(self, b: Block, outer: _Scope) -> None:
         """Run-time counters for one execution of a transfer or stencil block."""
@@ -293,18 +424,32 @@ class _Emitter:
         if STENCIL_TAG in b.tags:
             self.count("stencil.invocations", 1)
 
+    def bound_text(self, bound: _Bounds, scope: _Scope) -> tuple[str, str]:
+        """C expressions of a loop's first and end values (end exclusive)."""
+        lo, hi = str(bound.lo), str(bound.hi)
+        for rest in bound.lo_exprs:  # x >= -rest
+            lo = f"stripe_imax({lo}, -({self.affine(rest, scope)}))"
+        for rest in bound.hi_exprs:  # x <= rest
+            hi = f"stripe_imin({hi}, {self.affine(rest, scope)} + 1)"
+        return lo, hi
+
     def plan_loops(self, b: Block, loops: list[Index],
-                   ) -> tuple[dict[str, tuple[str, str]], dict[int, list[Affine]]]:
+                   ) -> tuple[dict[str, _Bounds], dict[int, list[Affine]]]:
         """Loop bounds per index and, per loop position, the guards to test after it.
 
-        A constraint on a single plain index tightens that index's bounds (exact); every
-        other constraint is tested right after the loop of its innermost index. Position -1
-        holds the constraints of a block without indexes.
+        A constraint on a single plain index tightens that index's bounds (exact). A
+        constraint whose innermost index is a plain loop index with coefficient +-1 bounds
+        that loop by the values of the outer ones (``n <= 249 - n_0`` becomes ``n <
+        min(16, 250 - n_0)``): the loop has no test inside, so it vectorises. Every other
+        constraint is tested right after the loop of its innermost index. Position -1 holds
+        the constraints of a block without indexes.
         """
         pos_of = {ix.name: k for k, ix in enumerate(loops)}
         lo = {ix.name: 0 for ix in loops}
         hi = {ix.name: ix.range for ix in loops}
         guards: dict[int, list[Affine]] = {k: [] for k in range(-1, len(loops))}
+        dyn_lo: dict[str, list[Affine]] = {ix.name: [] for ix in loops}
+        dyn_hi: dict[str, list[Affine]] = {ix.name: [] for ix in loops}
         for c in b.constraints:
             names = c.vars()
             if len(names) == 1 and names[0] in pos_of and not b.idx(names[0]).is_passed_in:
@@ -315,23 +460,35 @@ class _Emitter:
                     hi[n] = min(hi[n], c.const // -coef + 1)
                 continue
             where = max((pos_of.get(n, -1) for n in names), default=-1)
+            if where >= 0 and not loops[where].is_passed_in:
+                inner = loops[where].name
+                coef = c.coeff(inner)
+                if abs(coef) == 1:
+                    rest = c - Affine(((inner, coef),))
+                    (dyn_lo if coef > 0 else dyn_hi)[inner].append(rest)
+                    continue
             guards[where].append(c)
-        bounds = {n: (str(lo[n]), str(max(hi[n], lo[n]))) for n in lo}
+        bounds = {n: _Bounds(lo[n], max(hi[n], lo[n]), tuple(dyn_lo[n]), tuple(dyn_hi[n]))
+                  for n in lo}
         return bounds, guards
 
     @staticmethod
-    def collapse_count(b: Block, loops: list[Index], guards: dict[int, list[Affine]]) -> int:
+    def collapse_count(b: Block, loops: list[Index], bounds: dict[str, _Bounds],
+                       guards: dict[int, list[Affine]]) -> int:
         """How many leading loops may run in parallel without two threads writing one element.
 
         A loop over index ``p`` qualifies when every writable view of the block has a dimension
         accessed as ``c*p + const`` with ``|c| >= size``: different values of ``p`` then write
         disjoint boxes, whatever the aggregation. Loops with passed-in values or guards in
-        between end the run (``collapse`` needs a perfect nest).
+        between end the run (``collapse`` needs a perfect nest), and so do bounds that
+        depend on another loop (the nest must be rectangular).
         """
         writes = [r for r in b.refs if not r.is_alloc and r.dir.writes]
         n = 0
         for pos, ix in enumerate(loops):
             if ix.is_passed_in or not all(_owns(r, ix.name) for r in writes):
+                break
+            if pos and (bounds[ix.name].lo_exprs or bounds[ix.name].hi_exprs):
                 break
             n += 1
             if guards[pos]:
@@ -359,7 +516,7 @@ class _Emitter:
                 live = self.stats[f"{memory}.live_bytes"]
                 frees.append(f"stripe_counters[{live}] -= {nbytes};")
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
-                                       r.agg_op, memory)
+                                       r.agg_op, memory, cname)
         return frees
 
     def views(self, b: Block, outer: _Scope, scope: _Scope, path: str) -> None:
@@ -377,7 +534,7 @@ class _Emitter:
             self.line(f"{ctype} *{cname} = {parent.cname} + "
                       f"({self.affine(offset, scope)});  /* {comment_name(r.into)} */")
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, parent.strides, r.agg_op,
-                                       parent.memory)
+                                       parent.memory, parent.root)
 
     def body_of(self, b: Block, scope: _Scope, path: str) -> None:
         for s in b.stmts:
@@ -498,7 +655,11 @@ class _Emitter:
 
 def _stats_functions(n: int) -> str:
     """The counters array and the two functions that read and reset it."""
-    return (f"static int64_t stripe_counters[{max(n, 1)}];\n"
+    return (f"#define STRIPE_NSTATS {max(n, 1)}\n"
+            f"static int64_t stripe_counters[{max(n, 1)}];\n"
+            f"static inline void stripe_flush(const int64_t *lc) {{ for (int k = 0; k < {n}; "
+            f"++k) if (lc[k]) __atomic_fetch_add(&stripe_counters[k], lc[k], "
+            f"__ATOMIC_RELAXED); }}\n"
             f"void stripe_stats(int64_t *out) {{ for (int k = 0; k < {n}; ++k) "
             f"out[k] = stripe_counters[k]; }}\n"
             f"void stripe_reset_stats(void) {{ for (int k = 0; k < {max(n, 1)}; ++k) "

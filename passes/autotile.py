@@ -157,6 +157,13 @@ class Options(Selection):
     """Added cost per doubling of the number of tiles: ``split_factor * log2(tiles)``
     (positive favours fewer tiles, negative more)."""
 
+    stencils: tuple[str, ...] = ()
+    """Stencils (the ``stencil`` pass's syntax) the tiles are cut for. When one matches the
+    block (padding allowed; the cheapest, as that pass picks), an index matched to a slot of
+    size ``s`` takes only multiples of ``s`` as tile sizes (``s`` times the sizes the search
+    would try for range ``ceil(r/s)``, capped at ``r``), so that the stencil pass later cuts
+    every tile into whole invocations and only the block's own edge is ragged."""
+
     flip: bool = False
     """Interleave: the inner block takes ``ceil(r/t)`` points spaced ``ceil(r/ceil(r/t))``
     apart (one from each tile of the chosen tiling), the outer block the offsets."""
@@ -174,6 +181,11 @@ class Options(Selection):
         for name in ("input_cost", "output_cost"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.stencils:
+            from .stencil import parse_stencil  # stencil builds on this module
+
+            for text in self.stencils:
+                parse_stencil(text)
 
 
 def run(block: Block, options: Options) -> Block:
@@ -276,7 +288,8 @@ def choose_tile(block: Block, options: Options, *,
     free = _free_indexes(block, options)
     if not free:
         return None
-    sizes = {n: _candidate_sizes(block.idx(n).range, options) for n in free}
+    align = stencil_alignment(block, options.stencils)
+    sizes = {n: _candidate_sizes(block.idx(n).range, options, align.get(n, 1)) for n in free}
     start = {n: sizes[n][0] for n in free}
     best: TileCost | None = None
     todo = [start]
@@ -325,8 +338,25 @@ def _free_indexes(block: Block, options: Options) -> tuple[str, ...]:
                  and (options.acc_idxs or i.name in written))
 
 
-def _candidate_sizes(r: int, options: Options) -> tuple[int, ...]:
-    """The sizes the search tries for an index of range ``r``, ascending."""
+def stencil_alignment(block: Block, stencils: Sequence[str]) -> dict[str, int]:
+    """Index name -> the size of the stencil slot it is matched to (slots of fixed size of
+    the cheapest of ``stencils`` that matches ``block`` with padding; empty if none does)."""
+    if not stencils:
+        return {}
+    from .stencil import best_match, parse_stencil
+
+    match = best_match(block, [parse_stencil(t) for t in stencils], allow_pad=True)
+    if match is None:
+        return {}
+    return {name: size for _, name, size in match.slots if size > 1}
+
+
+def _candidate_sizes(r: int, options: Options, multiple: int = 1) -> tuple[int, ...]:
+    """The sizes the search tries for an index of range ``r``, ascending (multiples of
+    ``multiple``, or ``r``, when it is above 1)."""
+    if multiple > 1:
+        base = _candidate_sizes(-(-r // multiple), options)
+        return tuple(sorted({min(multiple * c, r) for c in base}))
     po2 = {1 << k for k in range(r.bit_length()) if 1 << k < r} | {r}
     divisors = {d for d in range(1, math.isqrt(r) + 1) if r % d == 0}
     divisors |= {r // d for d in divisors}

@@ -128,12 +128,20 @@ class Options(Selection):
     xfer_loc: str = "DMA"
     """The transfer unit named by the copy blocks' ``Block.location``."""
 
+    row_pad: int = 0
+    """Elements of padding after every row (innermost dimension) of a cached buffer of rank 2
+    or more: the outer strides are those of rows ``row_pad`` longer than the box. A CPU
+    config sets one cache line (16 float32) so that a column walk through a packed tile
+    whose rows are a multiple of 4 KiB does not map every row to the same few L1 sets."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.mem_loc:
             raise ValueError("mem_loc must name a memory (e.g. SRAM)")
         if not self.dirs:
             raise ValueError("dirs must list at least one of in, out, inout")
+        if self.row_pad < 0:
+            raise ValueError(f"row_pad must be >= 0, got {self.row_pad}")
 
 
 def run(block: Block, options: Options) -> Block:
@@ -186,7 +194,7 @@ def _cache_block(child: Block, parent: Block, ancestors: tuple[Block, ...],
             continue
         name = _fresh(f"{r.from_}_{options.mem_loc.lower()}", taken)
         decl = parent.ref(r.from_)
-        shape = TensorShape.packed(r.dtype, box.extent)
+        shape = _padded(r.dtype, box.extent, options.row_pad)
         copies = _copies(child, r, decl, name, shape, box.lo, ancestors, options)
         if copies is None:
             continue
@@ -267,6 +275,14 @@ def _writes_whole_box(child: Block, r: Refinement) -> bool:
 
 
 # rewriting -----------------------------------------------------------------------------------
+
+
+def _padded(dtype: DType, extent: tuple[int, ...], row_pad: int) -> TensorShape:
+    """Row-major layout of ``extent`` with rows ``row_pad`` elements longer (rank >= 2)."""
+    if row_pad <= 0 or len(extent) < 2:
+        return TensorShape.packed(dtype, extent)
+    longer = TensorShape.packed(dtype, extent[:-1] + (extent[-1] + row_pad,))
+    return _restrided(TensorShape.packed(dtype, extent), longer.strides)
 
 
 def _restrided(shape: TensorShape, strides: tuple[int, ...]) -> TensorShape:

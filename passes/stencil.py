@@ -191,6 +191,11 @@ class Options(Selection):
     outputs_set: tuple[str, ...] = ()
     """Tag ``k`` goes on the inner view matched to the stencil's output position ``k``."""
 
+    outer_order: tuple[str, ...] = ()
+    """Slot names: the outer block's indexes matched to these slots come first, in this
+    order (the C back end runs a block's loops in index order). For a CPU micro-kernel,
+    ``[n, m]`` walks the rows of ``A`` past one panel of ``B`` that stays in L1."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         for text in self.stencils:
@@ -319,6 +324,12 @@ def apply_match(block: Block, match: Match, options: Options, *,
     outer = apply_tile(block, match.tile(block), ancestors=ancestors,
                        outer_set=options.outer_set,
                        inner_set=tuple(options.inner_set) + (STENCIL,))
+    if options.outer_order:
+        by_slot = {slot: name for slot, name, _ in match.slots}
+        first = [by_slot[s] for s in options.outer_order if s in by_slot]
+        rank = {name: k for k, name in enumerate(first)}
+        idxs = sorted(outer.idxs, key=lambda ix: rank.get(ix.name, len(rank)))
+        outer = outer.replace(idxs=tuple(idxs))
     [inner] = outer.stmts
     assert isinstance(inner, Block)
     return outer.replace(stmts=(_tag_inner(inner, match, options),))

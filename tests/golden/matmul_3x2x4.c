@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef float stripe_f32x8 __attribute__((vector_size(32)));
+typedef double stripe_f64x4 __attribute__((vector_size(32)));
+
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t stripe_ipow(int64_t b, int64_t e) {
@@ -13,7 +16,9 @@ static inline int64_t stripe_ipow(int64_t b, int64_t e) {
     return r;
 }
 
+#define STRIPE_NSTATS 1
 static int64_t stripe_counters[1];
+static inline void stripe_flush(const int64_t *lc) { for (int k = 0; k < 0; ++k) if (lc[k]) __atomic_fetch_add(&stripe_counters[k], lc[k], __ATOMIC_RELAXED); }
 void stripe_stats(int64_t *out) { for (int k = 0; k < 0; ++k) out[k] = stripe_counters[k]; }
 void stripe_reset_stats(void) { for (int k = 0; k < 1; ++k) stripe_counters[k] = 0; }
 
@@ -21,6 +26,7 @@ void stripe_run(void **args) {
     float *restrict b0 = (float *)args[0];  /* A */
     float *restrict b1 = (float *)args[1];  /* B */
     float *restrict b2 = (float *)args[2];  /* C */
+    int64_t stripe_lc[STRIPE_NSTATS] = {0};
     {  /* block main */
         float *v0 = b0 + (INT64_C(0));  /* A */
         float *v1 = b1 + (INT64_C(0));  /* B */
@@ -50,4 +56,5 @@ void stripe_run(void **args) {
             }
         }
     }
+    stripe_flush(stripe_lc);
 }

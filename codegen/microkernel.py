@@ -1,0 +1,177 @@
+"""Register-blocked micro-kernels for blocks tagged ``stencil``.
+
+The ``stencil`` pass cuts a contraction into inner blocks of a fixed shape, for example 6x16
+points of ``C[m, n] += A[m, k] * B[k, n]`` over a whole ``k`` range. This module recognises
+such a block and writes it as vector code (GCC vector extensions, so any target compiles it;
+with ``-mavx2 -mfma`` every update is one ``vfmadd`` on 8 float32 lanes):
+
+* ``mr x nv`` vector accumulators (``mr`` = range of the ``m`` index, ``nv`` = range of ``n``
+  over the lane count) are loaded from ``C`` once,
+* for every point of the reduction indexes, ``nv`` vectors of ``B`` are loaded and each row's
+  element of ``A`` is broadcast into ``nv`` fused multiply-adds,
+* and the accumulators are stored back once.
+
+What a block must look like (:func:`match`; anything else uses the generic loop nest, which
+computes the same thing):
+
+* a leaf tagged ``stencil`` with no allocations, whose statements are exactly two loads (of
+  the views ``A`` and ``B``), one ``mul`` of the two loaded values and a store of the product
+  into ``C`` with aggregation ``add``; all three views of one floating-point type (float32 or
+  float64);
+* indexes: passed-in ones of range 1 (tile origins: their values are fixed for the block);
+  loop indexes of range 1 (the value 0); and loop indexes of larger range, each exactly one of
+  **n** (stride 1 in ``C`` and ``B``, 0 in ``A``, range a multiple of the lane count; exactly
+  one), **m** (non-zero stride in ``C`` and ``A``, 0 in ``B``, at least the ``n`` range in
+  ``C`` so that rows do not overlap; at most one) or **k** (stride 0 in ``C``: reductions, any
+  number, run in block order);
+* at most 16 vector registers: ``mr*nv`` accumulators, ``nv`` vectors of ``B`` and one
+  broadcast;
+* ``C`` is not a view of the same buffer as ``A`` or ``B`` (the accumulators would hide
+  updates from the loads).
+
+Constraints (the overflow of the last tile, convolution padding) are handled by versioning:
+an affine constraint holds on the whole box of the block's points iff it holds at the box's
+corner that minimises it, so the kernel runs when every constraint holds there and the
+generic loop nest (which tests each point) runs otherwise. A constraint that only bounds the
+``m`` rows from above (the last tile of a range the tile does not divide) instead gives the
+number of rows in range, and a kernel with that many rows runs. Full tiles take the fast
+path, edge tiles a shorter kernel or the exact loop nest; no element outside the points of
+the block is read or written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stripe import tags
+from stripe.affine import Affine
+from stripe.dtypes import DType
+from stripe.ir import AggOp, Block, Index, Intrinsic, Load, RefDir, Refinement, Store
+
+VECTOR_BYTES = 32
+"""Vector width of the kernels: 256 bits (AVX2)."""
+
+VECTOR_REGISTERS = 16
+"""Registers the kernel may keep live (AVX2 has 16 ymm registers)."""
+
+VECTOR_TYPES = {DType.FLOAT32: "stripe_f32x8", DType.FLOAT64: "stripe_f64x4"}
+"""C vector types (typedefs in the emitter's prelude) per element type."""
+
+
+@dataclass(frozen=True)
+class MicroKernel:
+    """A matched stencil block: which views and indexes play which part."""
+
+    a: Refinement
+    b: Refinement
+    c: Refinement
+    m: Index | None
+    n: Index
+    ks: tuple[Index, ...]
+    dtype: DType
+
+    @property
+    def lanes(self) -> int:
+        return VECTOR_BYTES // self.dtype.itemsize
+
+    @property
+    def mr(self) -> int:
+        return self.m.range if self.m is not None else 1
+
+    @property
+    def nv(self) -> int:
+        return self.n.range // self.lanes
+
+
+def element_stride(r: Refinement, name: str, parent_strides: tuple[int, ...]) -> int:
+    """Elements between neighbouring values of index ``name`` in view ``r``."""
+    return sum(a.coeff(name) * s for a, s in zip(r.access, parent_strides))
+
+
+def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
+          ) -> MicroKernel | None:
+    """The micro-kernel for ``b`` (see the module doc), or None when ``b`` does not fit.
+
+    ``strides`` gives each view's parent strides (what its accesses are multiplied by) and
+    ``roots`` the buffer each view finally addresses, both by refinement name.
+    """
+    if tags.STENCIL not in b.tags or b.sub_blocks or len(b.stmts) != 4:
+        return None
+    if any(r.is_alloc for r in b.refs):
+        return None
+    loads = [s for s in b.stmts if isinstance(s, Load)]
+    muls = [s for s in b.stmts if isinstance(s, Intrinsic)]
+    stores = [s for s in b.stmts if isinstance(s, Store)]
+    if len(loads) != 2 or len(muls) != 1 or len(stores) != 1:
+        return None
+    mul, store = muls[0], stores[0]
+    if (mul.name != "mul" or sorted(mul.inputs) != sorted(ld.into for ld in loads)
+            or len(mul.outputs) != 1 or store.from_ != mul.outputs[0]
+            or loads[0].from_ == loads[1].from_):
+        return None
+    try:
+        c = b.ref(store.into)
+        ins = [b.ref(ld.from_) for ld in loads]
+    except KeyError:
+        return None
+    dtype = c.dtype
+    if dtype not in VECTOR_TYPES or mul.dtype is not dtype:
+        return None
+    if c.agg_op is not AggOp.ADD or not c.dir.writes or c.dir is RefDir.INOUT:
+        return None
+    if any(r.dtype is not dtype or r.dir is not RefDir.IN for r in ins):
+        return None
+    if any(r.into not in strides or r.into not in roots for r in (c, *ins)):
+        return None
+    if roots[c.into] in (roots[ins[0].into], roots[ins[1].into]):
+        return None
+    lanes = VECTOR_BYTES // dtype.itemsize
+
+    def st(r: Refinement, ix: Index) -> int:
+        return element_stride(r, ix.name, strides[r.into])
+
+    for ix in b.idxs:
+        if ix.is_passed_in and ix.range != 1:
+            return None
+    loops = [ix for ix in b.idxs if not ix.is_passed_in and ix.range > 1]
+    ns = [ix for ix in loops if st(c, ix) == 1]
+    if len(ns) != 1 or ns[0].range % lanes:
+        return None
+    n = ns[0]
+    b_pos = [k for k, r in enumerate(ins) if st(r, n) == 1]
+    if len(b_pos) != 1 or st(ins[1 - b_pos[0]], n) != 0:
+        return None
+    vb, va = ins[b_pos[0]], ins[1 - b_pos[0]]
+    m: Index | None = None
+    ks = []
+    for ix in loops:
+        if ix is n:
+            continue
+        if st(c, ix) == 0:
+            ks.append(ix)
+        elif st(va, ix) != 0 and st(vb, ix) == 0 and m is None and st(c, ix) >= n.range:
+            m = ix
+        else:
+            return None
+    kernel = MicroKernel(va, vb, c, m, n, tuple(ks), dtype)
+    if kernel.mr * kernel.nv + kernel.nv + 1 > VECTOR_REGISTERS:
+        return None
+    return kernel
+
+
+def full_box_guard(b: Block, constraint: Affine) -> Affine:
+    """``constraint`` at the corner of ``b``'s loop box that minimises it: the constraint
+    holds on every point of the box iff this (an affine of passed-in values only) is >= 0."""
+    corner = {ix.name: (ix.range - 1 if constraint.coeff(ix.name) < 0 else 0)
+              for ix in b.idxs if not ix.is_passed_in}
+    return constraint.substitute(corner)
+
+
+def row_limit(b: Block, constraint: Affine, m: Index) -> Affine | None:
+    """For a constraint that bounds only the ``m`` rows from above (``e - m >= 0`` with
+    ``e`` an affine of passed-in values), ``e``: the last row in range. Otherwise None."""
+    if constraint.coeff(m.name) != -1:
+        return None
+    if any(n != m.name and not b.idx(n).is_passed_in for n in constraint.vars()):
+        return None
+    return constraint.substitute({m.name: 0})
