@@ -330,9 +330,18 @@ class _Emitter:
         ``else`` branch (dead code when no constraint depends on the tile); False, with
         nothing emitted, when some point of the box always fails a constraint."""
         conds, limits = [], []
+        k_bounds = {ix.name: _Bounds(0, ix.range) for ix in k.ks}
         for c in b.constraints:
             if k.m is not None and microkernel.row_limit(b, c, k.m) is not None:
                 limits.append(f"{self.affine(microkernel.row_limit(b, c, k.m), scope)} + 1")
+                continue
+            bound = microkernel.reduction_bound(b, c, k.ks)
+            if bound is not None:  # the reduction loop runs over the points in range only
+                name, coef, rest = bound
+                old = k_bounds[name]
+                k_bounds[name] = (_Bounds(old.lo, old.hi, old.lo_exprs + (rest,), old.hi_exprs)
+                                  if coef > 0 else
+                                  _Bounds(old.lo, old.hi, old.lo_exprs, old.hi_exprs + (rest,)))
                 continue
             g = microkernel.full_box_guard(b, c)
             if g.is_const:
@@ -349,7 +358,7 @@ class _Emitter:
             self.line(f"const int64_t {rows} = {expr};  /* rows of the tile in range */")
         full = " && ".join(conds + ([f"{rows} == {k.mr}"] if rows else [])) or "1"
         self.open(f"if ({full})", f"micro-kernel {k.mr}x{k.n.range}")
-        self.micro_kernel_body(b, k, outer, scope, k.mr)
+        self.micro_kernel_body(b, k, outer, scope, k.mr, k_bounds)
         self.close()
         if rows and k.mr > 1:
             part = " && ".join(conds + [f"{rows} >= 1"])
@@ -357,7 +366,7 @@ class _Emitter:
             self.open(f"switch ({rows})")
             for r in range(1, k.mr):
                 self.open(f"case {r}:")
-                self.micro_kernel_body(b, k, outer, scope, r)
+                self.micro_kernel_body(b, k, outer, scope, r, k_bounds)
                 self.line("break;")
                 self.close()
             self.line("default: break;")
@@ -365,7 +374,7 @@ class _Emitter:
         return True
 
     def micro_kernel_body(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
-                          rows: int) -> None:
+                          rows: int, k_bounds: dict[str, _Bounds]) -> None:
         """The first ``rows`` rows of ``k``: accumulators in registers over the reduction."""
         vt, ct, lanes = microkernel.VECTOR_TYPES[k.dtype], C_TYPES[k.dtype], k.lanes
         zero = {ix.name: 0 for ix in b.idxs if not ix.is_passed_in}
@@ -395,7 +404,8 @@ class _Emitter:
         offs_a, offs_b = [], []
         for ix in k.ks:
             v = self.fresh("x")
-            self.open(f"for (int64_t {v} = 0; {v} < {ix.range}; ++{v})", comment_name(ix.name))
+            lo, hi = self.bound_text(k_bounds[ix.name], scope)
+            self.open(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v})", comment_name(ix.name))
             offs_a.append(f" + INT64_C({stride('a', k.a, ix)}) * {v}")
             offs_b.append(f" + INT64_C({stride('b', k.b, ix)}) * {v}")
         qa, qb = self.fresh("p"), self.fresh("p")

@@ -34,9 +34,10 @@ an affine constraint holds on the whole box of the block's points iff it holds a
 corner that minimises it, so the kernel runs when every constraint holds there and the
 generic loop nest (which tests each point) runs otherwise. A constraint that only bounds the
 ``m`` rows from above (the last tile of a range the tile does not divide) instead gives the
-number of rows in range, and a kernel with that many rows runs. Full tiles take the fast
-path, edge tiles a shorter kernel or the exact loop nest; no element outside the points of
-the block is read or written.
+number of rows in range, and a kernel with that many rows runs; one on a single reduction
+index (the last tile of a split reduction) bounds the kernel's loop over it. Full tiles take
+the fast path, edge tiles a shorter kernel or the exact loop nest; no element outside the
+points of the block is read or written.
 """
 
 from __future__ import annotations
@@ -175,3 +176,16 @@ def row_limit(b: Block, constraint: Affine, m: Index) -> Affine | None:
     if any(n != m.name and not b.idx(n).is_passed_in for n in constraint.vars()):
         return None
     return constraint.substitute({m.name: 0})
+
+
+def reduction_bound(b: Block, constraint: Affine, ks: tuple[Index, ...],
+                    ) -> tuple[str, int, Affine] | None:
+    """For a constraint on one reduction index ``k`` with coefficient +-1 and otherwise only
+    passed-in values (``rest +- k >= 0``: the last tile of a split reduction), ``(k, coef,
+    rest)``: the kernel's loop over ``k`` runs over the values in range. Otherwise None."""
+    names = {ix.name for ix in ks}
+    loops = [n for n in constraint.vars() if not b.idx(n).is_passed_in]
+    if len(loops) != 1 or loops[0] not in names or abs(constraint.coeff(loops[0])) != 1:
+        return None
+    coef = constraint.coeff(loops[0])
+    return loops[0], coef, constraint.substitute({loops[0]: 0})

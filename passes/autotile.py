@@ -56,7 +56,8 @@ size 1 and growing one index at a time to its next size. A tile over a size cap,
 ``max_sizes_product``, is not grown further (footprints only grow with the tile), so the
 search visits every tile within the caps. The cheapest wins; ties go to fewer tiles, then
 to larger sizes in index order. Indexes not used by any written view (reductions) keep
-their full range unless ``acc_idxs``.
+their full range unless ``acc_idxs``, and so do indexes of range at most
+``min_split_range``.
 
 The block is left unchanged when it has no index to split, when no tile fits the caps, or
 when the best tile is the whole block.
@@ -89,7 +90,7 @@ from .select import Selection, Site, rewrite
 
 NAME = "autotile"
 
-_RUNS_EXACT = 1 << 16  # beyond this many contiguous runs per box, lines are estimated
+_RUNS_EXACT = 1 << 11  # beyond this many contiguous runs per box, lines are estimated
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,11 @@ class Options(Selection):
     acc_idxs: bool = True
     """May reduction indexes (used by no view the block writes) be split? If not, they keep
     their whole range in the inner block."""
+
+    min_split_range: int = 0
+    """Indexes whose range is at most this keep their whole range: a 3x3 window or 3 input
+    channels gain nothing from splitting, and the search grows with the product of the
+    candidate sizes of the indexes it splits."""
 
     max_sizes_product: int = 0
     """At most this many points per tile (product of the tile sizes); 0: no limit."""
@@ -170,7 +176,7 @@ class Options(Selection):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("max_sizes_product", "max_input_size", "max_output_size",
+        for name in ("min_split_range", "max_sizes_product", "max_input_size", "max_output_size",
                      "max_total_size", "cache_width"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0 means no limit), "
@@ -334,7 +340,7 @@ def _free_indexes(block: Block, options: Options) -> tuple[str, ...]:
             for a in r.access:
                 written.update(a.vars())
     return tuple(i.name for i in block.idxs
-                 if not i.is_passed_in and i.range > 1
+                 if not i.is_passed_in and i.range > max(1, options.min_split_range)
                  and (options.acc_idxs or i.name in written))
 
 
@@ -495,31 +501,39 @@ def _cache_lines(extent: tuple[int, ...], strides: tuple[int, ...], isz: int,
                  bases: tuple[tuple[int, float], ...], width: int) -> float:
     """Expected distinct lines of ``width`` bytes covered by a box of ``extent`` laid out
     with ``strides`` (elements of ``isz`` bytes), its first element at byte ``b`` of a line
-    with probability ``w`` for each ``(b, w)`` of ``bases``."""
+    with probability ``w`` for each ``(b, w)`` of ``bases``.
+
+    Exact up to ``_RUNS_EXACT`` contiguous runs. A larger box is counted on a slab of it
+    (its outermost dimensions cut short) and scaled up by the slabs it holds: exact when
+    slabs share no line, which the outer strides of a large box make the rule."""
     dims = sorted((abs(s), e) for s, e in zip(strides, extent) if e > 1)
     run = 1  # elements of the contiguous run made by the smallest dense strides
     while dims and dims[0][0] == run:
         run *= dims.pop(0)[1]
+    scale = 1.0
+    while dims and math.prod(e for _, e in dims) > _RUNS_EXACT:
+        stride, size = dims.pop()
+        keep = _RUNS_EXACT // max(1, math.prod(e for _, e in dims))
+        scale *= size / max(keep, 1)
+        if keep > 1:
+            dims.append((stride, keep))
     starts = np.zeros(1, dtype=np.int64)
     for stride, size in dims:
         starts = (starts[:, None] + stride * np.arange(size, dtype=np.int64)).reshape(-1)
-        if starts.size > _RUNS_EXACT:
-            # too many runs to merge exactly: count them as disjoint
-            runs = math.prod(e for _, e in dims)
-            return runs * sum(w * _lines_of_runs(np.zeros(1, np.int64), b, run * isz, width)
-                              for b, w in bases)
-    starts = np.sort(starts * isz)
-    return sum(w * _lines_of_runs(starts, b, run * isz, width) for b, w in bases)
+    return scale * _expected_lines(np.sort(starts * isz), bases, run * isz, width)
 
 
-def _lines_of_runs(starts: np.ndarray, base: int, nbytes: int, width: int) -> int:
-    """Distinct lines covered by the byte ranges ``[base + s, base + s + nbytes)``, ``starts``
-    sorted."""
-    first = (base + starts) // width
-    last = (base + starts + nbytes - 1) // width
-    reach = np.maximum.accumulate(last)
-    prev = np.concatenate(([first[0] - 1], reach[:-1]))
-    return int(np.maximum(0, last - np.maximum(first, prev + 1) + 1).sum())
+def _expected_lines(starts: np.ndarray, bases: tuple[tuple[int, float], ...], nbytes: int,
+                    width: int) -> float:
+    """Distinct lines covered by the byte ranges ``[b + s, b + s + nbytes)`` (``starts``
+    sorted), averaged over the bases ``b`` with weights ``w`` of ``bases`` (all at once)."""
+    offsets = np.array([b for b, _ in bases], dtype=np.int64)[:, None] + starts[None, :]
+    first = offsets // width
+    last = (offsets + nbytes - 1) // width
+    reach = np.maximum.accumulate(last, axis=1)
+    prev = np.concatenate((first[:, :1] - 1, reach[:, :-1]), axis=1)
+    lines = np.maximum(0, last - np.maximum(first, prev + 1) + 1).sum(axis=1)
+    return float(sum(w * int(n) for (_, w), n in zip(bases, lines)))
 
 
 # the rewrite ---------------------------------------------------------------------------------

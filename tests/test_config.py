@@ -54,8 +54,10 @@ def test_cpu_avx2_extends_cpu_generic():
     assert avx2.memory("L1").line == 64
     assert avx2.compute.vector_width == 32
     assert set(avx2.cflags) >= {"-mavx2", "-mfma"}
-    # It runs the generic pipeline, then shares kernels among its cores.
-    assert [p.name for p in avx2.passes] == [p.name for p in generic.passes] + ["threads"]
+    # It runs the generic pipeline, then the BLIS-like contraction pipeline, then shares
+    # kernels among its cores.
+    assert [p.name for p in avx2.passes] == [p.name for p in generic.passes] + [
+        "pad", "tile_l2", "pack", "microkernel", "threads"]
 
 
 def test_descriptions_list_every_pass_option_and_config():

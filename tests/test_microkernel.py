@@ -1,0 +1,188 @@
+"""The C back end's register-blocked micro-kernel (codegen/microkernel.py) against numpy and
+the interpreter: full tiles, ragged rows, split reductions, padded convolutions, float64,
+and the blocks it must leave to the generic loop nest."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stripe
+from codegen import microkernel
+from stripe.interp import interpret
+from stripe.ir import AggOp, Block
+
+MATMUL = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+BATCHED = ("function (A[T, M, K], B[T, K, N]) -> (C) "
+           "{ C[t, m, n : T, M, N] = +(A[t, m, k] * B[t, k, n]); }")
+CONV = """function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) {
+    O[n, x, y, co : N, X, Y, CO] = +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]);
+}"""
+MAXMUL = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = >(A[m, k] * B[k, n]); }"
+
+
+def stencil(m: int, n: int, reductions: int = 1) -> str:
+    slots = [f"{{name: m, size: {m}, outs: [-1], ins: [-1, 0]}}",
+             f"{{name: n, size: {n}, outs: [1], ins: [0, 1]}}"]
+    slots += [f"{{name: k{r}, size: -1, outs: [0], ins: [-1, -1]}}" for r in range(reductions)]
+    return f'"{{startup_cost: 8, idxs: [{", ".join(slots)}]}}"'
+
+
+def config(tmp_path: Path, *, m: int = 6, n: int = 16, tile_kb: int = 0, pad: bool = False,
+           pack: bool = False) -> str:
+    """A config that stencils every contraction for the micro-kernel (optionally padded,
+    tiled for a small cache and packed first)."""
+    stencils = f"[{stencil(m, n, 3)}, {stencil(m, n, 1)}]"
+    passes = []
+    if pad:
+        passes.append("  - {name: pad, type: pad, options: {reqs: [contraction], "
+                      "max_overhead: 2.0}}")
+    sel = "contraction"
+    if tile_kb:
+        passes.append(f"  - {{name: tile, type: autotile, options: {{reqs: [contraction], "
+                      f"inner_set: [tile], cache_width: 64, max_total_size: {tile_kb * 1024}, "
+                      f"stencils: {stencils}}}}}")
+        sel = "tile"
+    if pack:
+        passes.append(f"  - {{name: pack, type: cache, options: {{reqs: [{sel}], dirs: [in], "
+                      f"mem_loc: L2, xfer_loc: CPU, row_pad: 16}}}}")
+    passes.append(f"  - {{name: mk, type: stencil, options: {{reqs: [{sel}], allow_pad: true, "
+                  f"outer_order: [n, m], stencils: {stencils}}}}}")
+    path = tmp_path / "mk.yaml"
+    path.write_text("target: mk_test\nextends: cpu_generic\npasses:\n" + "\n".join(passes) + "\n")
+    return str(path)
+
+
+def check(source: str, arrays: dict[str, np.ndarray], want: np.ndarray, target: str,
+          out: str = "C", kernel: bool = True) -> stripe.Program:
+    prog = stripe.compile(source, arrays, target=target)
+    assert ("micro-kernel" in prog.c_source) is kernel
+    got = prog(**arrays)[out]
+    tol = 1e-4 if want.dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, np.abs(want).max()))
+    ref = interpret(prog.ir, arrays)[out]  # the other implementation, same final IR
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * max(1.0, np.abs(want).max()))
+    return prog
+
+
+@pytest.mark.parametrize("m,k,n,kernel", [(6, 5, 16, True), (13, 37, 40, True),
+                                          (29, 70, 48, True), (7, 3, 17, True),
+                                          (1, 9, 32, False), (12, 1, 16, False)])
+def test_matmul_at_odd_sizes(tmp_path, rng, m, k, n, kernel):
+    # a range-1 index (M = 1, K = 1) is dropped before the stencil pass: no slot for it
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    check(MATMUL, {"A": a, "B": b}, a @ b, config(tmp_path), kernel=kernel)
+
+
+def test_ragged_rows_run_a_shorter_kernel(tmp_path, rng):
+    a = rng.standard_normal((13, 20)).astype(np.float32)
+    b = rng.standard_normal((20, 32)).astype(np.float32)
+    prog = check(MATMUL, {"A": a, "B": b}, a @ b, config(tmp_path))
+    assert "switch (" in prog.c_source and "case 1:" in prog.c_source
+
+
+@pytest.mark.parametrize("m,k,n,kb", [(64, 96, 80, 24), (50, 130, 70, 16), (97, 61, 33, 12)])
+def test_tiled_packed_matmul_with_split_reduction(tmp_path, rng, m, k, n, kb):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    prog = check(MATMUL, {"A": a, "B": b}, a @ b,
+                 config(tmp_path, tile_kb=kb, pack=True))
+    assert any("tile" in blk.tags for _, blk in prog.ir.walk())
+
+
+def test_batched_matmul(tmp_path, rng):
+    a = rng.standard_normal((3, 10, 21)).astype(np.float32)
+    b = rng.standard_normal((3, 21, 32)).astype(np.float32)
+    check(BATCHED, {"A": a, "B": b}, a @ b, config(tmp_path))
+
+
+def conv_ref(x: np.ndarray, f: np.ndarray) -> np.ndarray:
+    n, h, w, _ = x.shape
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out = np.zeros((n, h, w, f.shape[3]), dtype=np.float64)
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("nxyc,cd->nxyd", xp[:, i:i + h, j:j + w, :], f[i, j])
+    return out.astype(x.dtype)
+
+
+@pytest.mark.parametrize("pad", [False, True])
+@pytest.mark.parametrize("size,ci,co", [(9, 5, 16), (7, 8, 32), (13, 3, 20)])
+def test_padded_convolution(tmp_path, rng, pad, size, ci, co):
+    x = rng.standard_normal((1, size, size + 2, ci)).astype(np.float32)
+    f = rng.standard_normal((3, 3, ci, co)).astype(np.float32)
+    check(CONV, {"I": x, "F": f}, conv_ref(x, f), config(tmp_path, pad=pad), out="O")
+
+
+def test_float64_uses_four_lanes(tmp_path, rng):
+    a = rng.standard_normal((11, 19))
+    b = rng.standard_normal((19, 24))
+    prog = check(MATMUL, {"A": a, "B": b}, a @ b, config(tmp_path, m=4, n=8))
+    assert "stripe_f64x4" in prog.c_source.split("void stripe_run")[1]
+
+
+def test_too_many_registers_fall_back_to_loops(tmp_path, rng):
+    # float64 6x16 needs 6*4 accumulators: more than 16 registers, so the loop nest runs
+    a = rng.standard_normal((12, 7))
+    b = rng.standard_normal((7, 32))
+    check(MATMUL, {"A": a, "B": b}, a @ b, config(tmp_path), kernel=False)
+
+
+def test_max_aggregation_is_not_a_kernel(tmp_path, rng):
+    a = rng.standard_normal((12, 7)).astype(np.float32)
+    b = rng.standard_normal((7, 16)).astype(np.float32)
+    want = (a[:, :, None] * b[None, :, :]).max(axis=1)
+    check(MAXMUL, {"A": a, "B": b}, want, config(tmp_path), kernel=False)
+
+
+def _stenciled_block(tmp_path: Path) -> Block:
+    prog = stripe.compile(MATMUL, {"A": ((12, 8), "float32"), "B": ((8, 16), "float32")},
+                          target=config(tmp_path))
+    return next(b for _, b in prog.ir.walk() if "stencil" in b.tags)
+
+
+def test_match_names_the_roles(tmp_path):
+    blk = _stenciled_block(tmp_path)
+    strides = {"A": (8, 1), "B": (16, 1), "C": (16, 1)}
+    roots = {"A": "a", "B": "b", "C": "c"}
+    k = microkernel.match(blk, strides, roots)
+    assert k is not None
+    assert (k.a.into, k.b.into, k.c.into) == ("A", "B", "C")
+    assert (k.mr, k.n.range, k.nv, [ix.name for ix in k.ks]) == (6, 16, 2, ["k"])
+
+
+def test_match_refuses_unsafe_blocks(tmp_path):
+    blk = _stenciled_block(tmp_path)
+    strides = {"A": (8, 1), "B": (16, 1), "C": (16, 1)}
+    # C in the same buffer as A: the accumulators would hide stores from the loads
+    assert microkernel.match(blk, strides, {"A": "x", "B": "b", "C": "x"}) is None
+    # rows of C that overlap (row stride below the panel width)
+    assert microkernel.match(blk, {**strides, "C": (8, 1)}, {"A": "a", "B": "b", "C": "c"}) \
+        is None
+    # not tagged stencil
+    untagged = blk.replace(tags=frozenset())
+    assert microkernel.match(untagged, strides, {"A": "a", "B": "b", "C": "c"}) is None
+    # another aggregation
+    refs = tuple(replace(r, agg_op=AggOp.MAX) if r.into == "C" else r for r in blk.refs)
+    assert microkernel.match(blk.replace(refs=refs), strides,
+                             {"A": "a", "B": "b", "C": "c"}) is None
+
+
+def test_the_kernel_never_runs_on_a_tile_it_cannot_prove(tmp_path, rng):
+    # a 5x16 range with 6-row tiles: the only tile is ragged and the n panel is whole
+    a = rng.standard_normal((5, 9)).astype(np.float32)
+    b = rng.standard_normal((9, 16)).astype(np.float32)
+    prog = check(MATMUL, {"A": a, "B": b}, a @ b, config(tmp_path))
+    assert "rows of the tile in range" in prog.c_source
+
+
+def test_the_kernel_is_deterministic(tmp_path):
+    specs = {"A": ((29, 70), "float32"), "B": ((70, 48), "float32")}
+    target = config(tmp_path, tile_kb=16, pack=True)
+    one = stripe.compile(MATMUL, specs, target=target).c_source
+    two = stripe.compile(MATMUL, specs, target=target).c_source
+    assert one == two
