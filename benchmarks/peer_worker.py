@@ -10,6 +10,7 @@ own process (so not interleaved with numpy and stripe), with numpy's time of the
 workload measured alongside in the same process for reference.
 """
 
+# ruff: noqa: E741  (tensor names follow Tile: I, F, O, ...)
 from __future__ import annotations
 
 import argparse
@@ -61,41 +62,93 @@ def plaidml_builder():  # type: ignore[no-untyped-def]
 
 # --------------------------------------------------------------------------- TVM
 
+def _tvm_thread_env() -> None:
+    """TVM's runtime sizes its thread pool from TVM_NUM_THREADS (else OMP_NUM_THREADS, else
+    its own guess, which is 1 on a 2-core machine here). run.py passes TVM_NUM_THREADS =
+    OMP_NUM_THREADS; this makes a direct run of the worker do the same. With
+    OMP_WAIT_POLICY=PASSIVE (the suite's default) TVM's idle workers go to sleep at once
+    instead of spinning (TVM_THREAD_POOL_SPIN_COUNT=0), like stripe's OpenMP threads.
+    Set before tvm is imported; explicit values in the environment win."""
+    os.environ.setdefault("TVM_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+    if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
+        os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
+
+
+def _divisor(n: int, at_most: int) -> int:
+    """The largest divisor of n that is <= at_most (tile sizes that need no tail)."""
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
+def _conv_tile(oy: int, co: int) -> tuple[int, int]:
+    """The convolution's register tile: ty output columns x tco output channels, tco = 16
+    or 8 (2 or 1 AVX2 vectors), both dividing the output (no tails), as many accumulators
+    as fit (at most 12 ymm, the rest hold the filter vectors and the broadcast input: the
+    16 registers overflow into spills beyond that, which a 7 x 16 tile does)."""
+    best = (0, 1, 1)
+    for tco in (16, 8):
+        if co % tco:
+            continue
+        lanes = tco // 8
+        ty = _divisor(oy, 12 // lanes)
+        best = max(best, (ty * lanes, tco, ty))
+    if best[0] == 0:                    # channels not a multiple of 8: scalar tile
+        return _divisor(oy, 8), 1
+    return best[2], best[1]
+
+
 def tvm_builder():  # type: ignore[no-untyped-def]
-    """TVM (TE + a simple tiled, vectorised, parallel TIR schedule) for the matmul family;
-    other workloads are reported as not implemented."""
+    """TVM: a TE definition of every workload + a simple hand-written TIR schedule (tiled,
+    vectorised 8 lanes = AVX2, parallel outer loop); see the README."""
+    _tvm_thread_env()
     import tvm
-    from tvm import te
+    from tvm import te, topi
 
     # TVM 0.27 moved the TIR schedule to tvm.s_tir
     Schedule = tvm.tir.Schedule if hasattr(tvm, "tir") else tvm.s_tir.Schedule
+    f32 = "float32"
 
     try:
         target = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})  # AVX2 + FMA
     except Exception:  # noqa: BLE001 - older TVM: the string form
         target = tvm.target.Target("llvm -mcpu=haswell")
 
+    def schedule(tensors):  # type: ignore[no-untyped-def]
+        sch = Schedule(te.create_prim_func(tensors))
+        get_block = getattr(sch, "get_block", None) or sch.get_sblock
+        return sch, get_block
+
+    def extent(sch, loop) -> int:  # type: ignore[no-untyped-def]
+        return int(sch.get(loop).extent)
+
+    def vectorize_inner(sch, loop, lanes: int = 8):  # type: ignore[no-untyped-def]
+        """Split `lanes` off `loop` and vectorise them (if they divide it); the outer part."""
+        if extent(sch, loop) % lanes:
+            return loop
+        outer, inner = sch.split(loop, [None, lanes])
+        sch.vectorize(inner)
+        return outer
+
+    # ---- matmul family: tile 16 x 64, k by 8, vectorise 8 lanes, parallel outer rows
     def matmul_sched(m: int, n: int, k: int, batch: int | None, bias: bool):  # type: ignore[no-untyped-def]
         if batch is None:
-            A = te.placeholder((m, k), "float32", name="A")
-            B = te.placeholder((k, n), "float32", name="B")
+            A = te.placeholder((m, k), f32, name="A")
+            B = te.placeholder((k, n), f32, name="B")
             r = te.reduce_axis((0, k), name="r")
             C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
         else:
-            A = te.placeholder((batch, m, k), "float32", name="A")
-            B = te.placeholder((batch, k, n), "float32", name="B")
+            A = te.placeholder((batch, m, k), f32, name="A")
+            B = te.placeholder((batch, k, n), f32, name="B")
             r = te.reduce_axis((0, k), name="r")
             C = te.compute((batch, m, n),
                            lambda b, i, j: te.sum(A[b, i, r] * B[b, r, j], axis=r), name="C")
         args = [A, B]
         out = C
         if bias:
-            Bi = te.placeholder((n,), "float32", name="Bias")
-            out = te.compute((m, n), lambda i, j: te.max(C[i, j] + Bi[j], te.const(0, "float32")),
+            Bi = te.placeholder((n,), f32, name="Bias")
+            out = te.compute((m, n), lambda i, j: te.max(C[i, j] + Bi[j], te.const(0, f32)),
                              name="O")
             args.append(Bi)
-        sch = Schedule(te.create_prim_func(args + [out]))
-        get_block = getattr(sch, "get_block", None) or sch.get_sblock
+        sch, get_block = schedule(args + [out])
         blk = get_block("C")
         loops = sch.get_loops(blk)
         i, j, kk = loops[-3:]
@@ -116,36 +169,266 @@ def tvm_builder():  # type: ignore[no-untyped-def]
             ob = get_block("O")
             oi, oj = sch.get_loops(ob)
             sch.parallel(oi)
-        return tvm.compile(sch.mod, target=target)
+        return sch
+
+    # ---- convolutions, NHWC x (KX, KY, CI, CO): a ty x tco register tile of the output
+    # (ty output columns x tco output channels, tco vectorised; see _conv_tile) accumulated
+    # in a local buffer, the reduction around it (window rows, window columns unrolled,
+    # input channels), parallel over (output-channel tile, output row). Padding is its own
+    # stage, and so is the filter repacked as [CO/16, KX, KY, CI, 16] (once per call, like
+    # BLAS packs B; read in F's order): read in place, the filter's channels sit CO*4 bytes
+    # apart from one input channel to the next, a stride at which the 512-channel layers
+    # thrash the caches (about 2x slower here).
+    def conv_sched(n: int, x: int, y: int, ci: int, co: int, kx: int, ky: int,
+                   stride: int, pad: int):  # type: ignore[no-untyped-def]
+        I = te.placeholder((n, x, y, ci), f32, name="I")
+        F = te.placeholder((kx, ky, ci, co), f32, name="F")
+        if pad:
+            P = te.compute(
+                (n, x + 2 * pad, y + 2 * pad, ci),
+                lambda b, i, j, c: te.if_then_else(
+                    te.all(i >= pad, i < x + pad, j >= pad, j < y + pad),
+                    I[b, i - pad, j - pad, c], te.const(0, f32)), name="P")
+        else:
+            P = I
+        ox = (x + 2 * pad - kx) // stride + 1
+        oy = (y + 2 * pad - ky) // stride + 1
+        ty, tco = _conv_tile(oy, co)
+        tp = 16 if co % 16 == 0 else tco    # packed channel block, a multiple of tco
+        Fp = te.compute((co // tp, kx, ky, ci, tp),
+                        lambda o, i, j, c, v: F[i, j, c, o * tp + v], name="Fp")
+        ri = te.reduce_axis((0, kx), name="ri")
+        rj = te.reduce_axis((0, ky), name="rj")
+        rc = te.reduce_axis((0, ci), name="rc")
+        O = te.compute(
+            (n, ox, oy, co),
+            lambda b, i, j, c: te.sum(P[b, i * stride + ri, j * stride + rj, rc]
+                                      * Fp[c // tp, ri, rj, rc, c % tp],
+                                      axis=[ri, rj, rc]), name="O")
+        sch, get_block = schedule([I, F, O])
+        blk = get_block("O")
+        b, i, j, c, li, lj, lc = sch.get_loops(blk)
+        jo, ji = sch.split(j, [None, ty])
+        co_o, co_m, co_i = sch.split(c, [None, tp // tco, tco])
+        sch.reorder(b, co_o, co_m, i, jo, li, lj, lc, ji, co_i)
+        sch.parallel(sch.fuse(b, co_o, co_m, i))
+        if tco % 8 == 0:
+            sch.vectorize(co_i)
+        sch.unroll(ji)
+        sch.unroll(lj)
+        if ci <= 4:                     # the stem's 3 input channels
+            sch.unroll(lc)
+        acc = sch.cache_write(blk, 0, "local")
+        sch.reverse_compute_at(acc, jo)
+        vectorize_inner(sch, sch.get_loops(acc)[-1])
+        sch.decompose_reduction(blk, li)
+        po, pi, pj, pc, pv = sch.get_loops(get_block("Fp"))
+        sch.reorder(pi, pj, pc, po, pv)             # read F in order
+        sch.parallel(sch.fuse(pi, pj))
+        vectorize_inner(sch, pv)
+        if pad:
+            pl = sch.get_loops(get_block("P"))
+            sch.parallel(sch.fuse(pl[0], pl[1]))
+            vectorize_inner(sch, pl[3])
+        return sch
+
+    # ---- depthwise 3x3 pad 1: ty columns x tc channels (vectorised) per tile, the 3x3
+    # window unrolled, parallel over output rows.
+    def dwconv_sched(n: int, x: int, y: int, c: int, kx: int, ky: int):  # type: ignore[no-untyped-def]
+        I = te.placeholder((n, x, y, c), f32, name="I")
+        F = te.placeholder((kx, ky, c), f32, name="F")
+        px, py = (kx - 1) // 2, (ky - 1) // 2
+        P = te.compute(
+            (n, x + 2 * px, y + 2 * py, c),
+            lambda b, i, j, k: te.if_then_else(
+                te.all(i >= px, i < x + px, j >= py, j < y + py),
+                I[b, i - px, j - py, k], te.const(0, f32)), name="P")
+        ri = te.reduce_axis((0, kx), name="ri")
+        rj = te.reduce_axis((0, ky), name="rj")
+        O = te.compute((n, x, y, c),
+                       lambda b, i, j, k: te.sum(P[b, i + ri, j + rj, k] * F[ri, rj, k],
+                                                 axis=[ri, rj]), name="O")
+        sch, get_block = schedule([I, F, O])
+        blk = get_block("O")
+        b, i, j, k, li, lj = sch.get_loops(blk)
+        tc = 16 if c % 16 == 0 else _divisor(c, 8)
+        ty = _divisor(y, 4)
+        jo, ji = sch.split(j, [None, ty])
+        ko, ki = sch.split(k, [None, tc])
+        sch.reorder(b, i, jo, ko, li, lj, ji, ki)
+        sch.parallel(sch.fuse(b, i))
+        if tc % 8 == 0:
+            sch.vectorize(ki)
+        sch.unroll(li)
+        sch.unroll(lj)
+        sch.unroll(ji)
+        acc = sch.cache_write(blk, 0, "local")
+        sch.reverse_compute_at(acc, ko)
+        vectorize_inner(sch, sch.get_loops(acc)[-1])
+        sch.decompose_reduction(blk, li)
+        pl = sch.get_loops(get_block("P"))
+        sch.parallel(sch.fuse(pl[0], pl[1]))
+        vectorize_inner(sch, pl[3])
+        return sch
+
+    # exp and tanh: TVM's LLVM lowering of te.exp / te.tanh calls libm's scalar expf (tanh:
+    # two expf and a division), one lane at a time even in a vectorised loop; topi.fast_exp
+    # and topi.fast_tanh are TVM's own branch-free polynomial versions (what its FastMath
+    # pass substitutes), which vectorise, like stripe's vmath. STRIPE_BENCH_TVM_FAST_MATH=0
+    # selects te.exp / te.tanh.
+    fast_math = os.environ.get("STRIPE_BENCH_TVM_FAST_MATH", "1") != "0"
+
+    def math1(t, fn: str):  # type: ignore[no-untyped-def]
+        if fast_math:
+            return {"exp": topi.fast_exp, "tanh": topi.fast_tanh}[fn](t)
+        f = {"exp": te.exp, "tanh": te.tanh}[fn]
+        return te.compute(t.shape, lambda *i: f(t(*i)), name=fn.upper())
+
+    # ---- row-wise (softmax, layer norm): every stage computed inside the parallel loop
+    # over rows; row reductions rfactor-ed into 8 partial results (vectorised), elementwise
+    # stages vectorised 8 lanes.
+    def rows_sched(tensors, out: str, stages: list[str], reductions: list[str],
+                   inline: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+        sch, get_block = schedule(tensors)
+        for name in inline:
+            sch.compute_inline(get_block(name))
+        rfs = {}
+        for name in reductions:             # rfactor needs the block's own loop nest
+            r = sch.get_loops(get_block(name))[-1]
+            _, r8 = sch.split(r, [None, 8])
+            rfs[name] = sch.rfactor(r8, 0)
+        row, col = sch.get_loops(get_block(out))
+        vectorize_inner(sch, col)
+        for name in reversed(stages):       # consumers first
+            sch.compute_at(get_block(name), row)
+            if name in rfs:
+                sch.compute_at(rfs[name], row)
+        sch.parallel(row)
+        for name in stages:
+            if name in rfs:                 # (row, lane, k/8) -> (row, k/8, lane)
+                rf = rfs[name]
+                _, lane, ko = sch.get_loops(rf)
+                sch.reorder(ko, lane)
+                sch.vectorize(lane)
+                sch.decompose_reduction(rf, ko)
+            elif name not in reductions:
+                loops = sch.get_loops(get_block(name))
+                if len(loops) > 1:          # a row of values, not one per row
+                    vectorize_inner(sch, loops[-1])
+        return sch
+
+    def softmax_sched(xs: int, ys: int):  # type: ignore[no-untyped-def]
+        I = te.placeholder((xs, ys), f32, name="I")
+        k = te.reduce_axis((0, ys), name="k")
+        M = te.compute((xs,), lambda x: te.max(I[x, k], axis=k), name="M")
+        D = te.compute((xs, ys), lambda x, y: I[x, y] - M[x], name="D")
+        E = math1(D, "exp")
+        k2 = te.reduce_axis((0, ys), name="k2")
+        S = te.compute((xs,), lambda x: te.sum(E[x, k2], axis=k2), name="S")
+        O = te.compute((xs, ys), lambda x, y: E[x, y] / S[x], name="O")
+        return rows_sched([I, O], "O", ["M", E.op.name, "S"], ["M", "S"], inline=("D",))
+
+    def layernorm_sched(ns: int, cs: int):  # type: ignore[no-untyped-def]
+        X = te.placeholder((ns, cs), f32, name="X")
+        G = te.placeholder((cs,), f32, name="G")
+        Bi = te.placeholder((cs,), f32, name="Bias")
+        k = te.reduce_axis((0, cs), name="k")
+        S = te.compute((ns,), lambda n: te.sum(X[n, k], axis=k), name="S")
+        Mu = te.compute((ns,), lambda n: S[n] / te.const(cs, f32), name="Mu")
+        k2 = te.reduce_axis((0, cs), name="k2")
+        V = te.compute((ns,), lambda n: te.sum((X[n, k2] - Mu[n]) * (X[n, k2] - Mu[n]),
+                                               axis=k2), name="V")
+        R = te.compute((ns,), lambda n: te.sqrt(V[n] / te.const(cs, f32)
+                                                + te.const(1e-5, f32)), name="R")
+        O = te.compute((ns, cs), lambda n, c: (X[n, c] - Mu[n]) / R[n] * G[c] + Bi[c],
+                       name="O")
+        return rows_sched([X, G, Bi, O], "O", ["S", "Mu", "V", "R"], ["S", "V"])
+
+    # ---- elementwise tanh(A*B+C): parallel rows, 8 lanes
+    def tanh_sched(ns: int, ms: int):  # type: ignore[no-untyped-def]
+        A = te.placeholder((ns, ms), f32, name="A")
+        B = te.placeholder((ns, ms), f32, name="B")
+        C = te.placeholder((ns, ms), f32, name="C")
+        T = te.compute((ns, ms), lambda i, j: A[i, j] * B[i, j] + C[i, j], name="T")
+        O = math1(T, "tanh")
+        sch, get_block = schedule([A, B, C, O])
+        sch.compute_inline(get_block("T"))
+        i, j = sch.get_loops(get_block(O.op.name))
+        sch.parallel(i)
+        vectorize_inner(sch, j)
+        return sch
+
+    def make_schedule(w: Workload):  # type: ignore[no-untyped-def]
+        s = w.shapes
+        if w.name.startswith(("matmul", "fc_")):
+            (m, k), (_, n) = s["A"], s["B"]
+            return matmul_sched(m, n, k, None, False)
+        if w.name.startswith("bmatmul"):
+            (b, m, k), (_, _, n) = s["A"], s["B"]
+            return matmul_sched(m, n, k, b, False)
+        if w.name.startswith("gemm_bias_relu"):
+            (m, k), (_, n) = s["A"], s["B"]
+            return matmul_sched(m, n, k, None, True)
+        if w.name.startswith("conv_stem"):          # valid, stride 2 (see workloads.py)
+            (n, x, y, ci), (kx, ky, _, co) = s["I"], s["F"]
+            return conv_sched(n, x, y, ci, co, kx, ky, 2, 0)
+        if w.name.startswith("conv_"):              # 3x3, pad 1, stride 1
+            (n, x, y, ci), (kx, ky, _, co) = s["I"], s["F"]
+            return conv_sched(n, x, y, ci, co, kx, ky, 1, 1)
+        if w.name.startswith("dwconv"):             # 3x3, pad 1
+            (n, x, y, c), (kx, ky, _) = s["I"], s["F"]
+            return dwconv_sched(n, x, y, c, kx, ky)
+        if w.name.startswith("softmax"):
+            return softmax_sched(*s["I"])
+        if w.name.startswith("layernorm"):
+            return layernorm_sched(*s["X"])
+        if w.name.startswith("tanh_chain"):
+            return tanh_sched(*s["A"])
+        raise NotImplementedError(f"no TVM definition of {w.name}")
+
+    def tensor(arr: np.ndarray, dev):  # type: ignore[no-untyped-def]
+        return (tvm.runtime.tensor(arr, dev) if hasattr(tvm.runtime, "tensor")
+                else tvm.nd.array(arr, dev))
 
     def build(w: Workload, x: dict[str, np.ndarray]):  # type: ignore[no-untyped-def]
         dev = tvm.cpu(0)
-        if w.name.startswith(("matmul", "fc_")):
-            (m, k), (_, n) = w.shapes["A"], w.shapes["B"]
-            f = matmul_sched(m, n, k, None, False)
-        elif w.name.startswith("bmatmul"):
-            (b, m, k), (_, _, n) = w.shapes["A"], w.shapes["B"]
-            f = matmul_sched(m, n, k, b, False)
-        elif w.name.startswith("gemm_bias_relu"):
-            (m, k), (_, n) = w.shapes["A"], w.shapes["B"]
-            f = matmul_sched(m, n, k, None, True)
-        else:
-            raise NotImplementedError(f"no TVM definition of {w.name} yet")
-        args = [tvm.runtime.tensor(x[name], dev) if hasattr(tvm.runtime, "tensor")
-                else tvm.nd.array(x[name], dev) for name in w.shapes]
+        f = tvm.compile(make_schedule(w).mod, target=target)
+        args = [tensor(x[name], dev) for name in w.shapes]
         shape = w.numpy_fn(**x).shape
-        outarr = np.empty(shape, np.float32)
-        out = (tvm.runtime.tensor(outarr, dev) if hasattr(tvm.runtime, "tensor")
-               else tvm.nd.array(outarr, dev))
+        out = tensor(np.empty(shape, np.float32), dev)
+        try:                # a zero-copy numpy view of the output: no copy in the timing
+            view = np.from_dlpack(out)
+        except Exception:  # noqa: BLE001 - older numpy/TVM: copy
+            view = None
 
         def run() -> np.ndarray:
             f(*args, out)
-            return out.numpy()
+            return view if view is not None else out.numpy()
         return run
+
+    build.schedule = make_schedule  # type: ignore[attr-defined]  # for inspection
+    build.info = {  # type: ignore[attr-defined]
+        "tvm": tvm.__version__, "target": str(target),
+        "runtime_threads": int(tvm.runtime.num_threads()),
+        "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS"),
+        "TVM_THREAD_POOL_SPIN_COUNT": os.environ.get("TVM_THREAD_POOL_SPIN_COUNT"),
+        "exp_tanh": "topi.fast_exp/fast_tanh" if fast_math else "te.exp/te.tanh (libm)"}
     return build
 
 
 # --------------------------------------------------------------------------- driver
+
+def _message(e: Exception) -> str:
+    """One line saying what failed: TVM's errors (ScheduleError, TVMError) can start with a
+    traceback or a banner and end with the message that matters."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    msg = next((ln for ln in reversed(lines) if ln.startswith(("Error message:", "Check failed"))),
+               None)
+    if msg is None:
+        msg = next((ln for ln in lines if not ln.startswith(("Traceback", "File "))),
+                   lines[0] if lines else "")
+    return msg[:300]
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -166,6 +449,13 @@ def main() -> int:
         with open(args.out, "w") as f:
             json.dump(res, f)
         return 0
+    info = getattr(builder, "info", None)
+    if info:
+        res["info"] = info
+        rt = info.get("runtime_threads")
+        if rt is not None and rt != threads:
+            print(f"  [{args.peer}] WARNING: runtime uses {rt} threads, OMP_NUM_THREADS={threads}",
+                  flush=True)
     for name in args.workloads.split(","):
         w = by_name()[name]
         x = w.inputs()
@@ -179,7 +469,7 @@ def main() -> int:
             out = run()
             first = time.perf_counter() - t0
         except Exception as e:  # noqa: BLE001
-            msg = (str(e).splitlines() or [""])[0]
+            msg = _message(e)
             entry["check"] = f"FAILED {type(e).__name__}: {msg}"
             res["workloads"][name] = entry
             with open(args.out, "w") as f:

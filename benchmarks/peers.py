@@ -6,8 +6,8 @@ asks the venv's python whether the peer imports, and would run the peer's part t
 subprocess.
 
 A peer that imports is run by `benchmarks/peer_worker.py` in that venv (PlaidML 0.7: the
-same Tile sources, every workload; TVM: TE + a simple tiled/vectorised/parallel schedule,
-matmul family only so far). One that does not is reported as "peer X missing (run
+same Tile sources, every workload; TVM: TE + a simple tiled/vectorised/parallel schedule
+per workload). One that does not is reported as "peer X missing (run
 benchmarks/setup_peers.sh)" and the suite goes on.
 """
 
