@@ -26,6 +26,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from stripe import tags
 from stripe.affine import Affine
 from stripe.dtypes import DType, promote
@@ -164,6 +166,8 @@ class _Scope:
     refs: dict[str, _View] = field(default_factory=dict)   # IR ref -> view
     scalars: dict[str, tuple[str, DType]] = field(default_factory=dict)
     in_transfer: bool = False  # inside a block tagged ``transfer``: count bytes moved
+    # stores into these views combine into a C lvalue instead: name -> (lvalue, dtype, agg)
+    redirect: dict[str, tuple[str, DType, AggOp]] = field(default_factory=dict)
 
 
 class _Emitter:
@@ -271,12 +275,16 @@ class _Emitter:
         for g in guards[-1]:  # constraints on fixed values only: test once
             self.open(f"if ({self.affine(g, scope)} >= 0)")
             opened += 1
+        lanes = (lane_reduction(b, loops, guards)
+                 if not threaded and not scope.in_transfer and loops else None)
         kernel = self.micro_kernel_match(b, outer) if not threaded else None
         versioned = kernel is not None and self.micro_kernel(b, kernel, outer, scope)
         if versioned:  # the kernel ran unless a constraint fails somewhere in the box
             self.open("else")
             opened += 1
         for pos, ix in enumerate(loops):
+            if lanes is not None and pos == len(loops) - 1:
+                break  # the reduction loop is emitted by lane_loop below
             if pos == 0 and collapse:
                 self.uses_openmp = True
                 self.line(f"#pragma omp parallel for collapse({collapse}) schedule(static)")
@@ -302,8 +310,11 @@ class _Emitter:
         if threaded:  # one tally per iteration (a thread's share), flushed when it ends
             self.open("")
             self.line("int64_t stripe_lc[STRIPE_NSTATS] = {0};")
-        self.views(b, outer, scope, path)
-        self.body_of(b, scope, path)
+        if lanes is not None:
+            self.lane_loop(b, loops[-1], bounds[loops[-1].name], lanes, outer, scope, path)
+        else:
+            self.views(b, outer, scope, path)
+            self.body_of(b, scope, path)
         if threaded:
             self.line("stripe_flush(stripe_lc);")
             self.close()
@@ -313,6 +324,46 @@ class _Emitter:
         for text in frees if not threaded else ():
             self.line(text)
         self.close()
+
+    def lane_loop(self, b: Block, ix: Index, bound: _Bounds, w: Refinement, outer: _Scope,
+                  scope: _Scope, path: str) -> None:
+        """The innermost loop of a reduction into ``w`` (see :func:`lane_reduction`) as
+        ``lanes`` independent partial results over consecutive points, so that gcc can
+        vectorise it without reassociating anything itself; then the lanes, the remainder and
+        the view combine in that order."""
+        ct, agg = C_TYPES[w.dtype], w.agg_op
+        lanes = max(32 // w.dtype.itemsize, 2)
+        acc, x, lane = self.fresh("r"), self.fresh("x"), self.fresh("l")
+        self.line(f"{ct} {acc}[{lanes}];  /* partial {comment_name(w.into)} per lane */")
+        self.line(f"for (int64_t {lane} = 0; {lane} < {lanes}; ++{lane}) {acc}[{lane}] = "
+                  f"{_identity_text(agg, w.dtype)};")
+        lo, hi = self.bound_text(bound, scope)
+        self.line(f"int64_t {x} = {lo};  /* {comment_name(ix.name)} */")
+        self.open(f"for (; {x} + {lanes} <= {hi}; {x} += {lanes})")
+        self.open(f"for (int64_t {lane} = 0; {lane} < {lanes}; ++{lane})")
+        point = self.fresh("x")
+        self.line(f"const int64_t {point} = {x} + {lane};")
+        self.lane_body(b, ix, point, w, f"{acc}[{lane}]", outer, scope, path)
+        self.close(2)
+        self.open(f"for (int64_t {lane} = 1; {lane} < {lanes}; ++{lane})")
+        self.line(_combine_text(f"{acc}[0]", f"{acc}[{lane}]", agg, w.dtype))
+        self.close()
+        self.open(f"for (; {x} < {hi}; ++{x})")
+        self.lane_body(b, ix, x, w, f"{acc}[0]", outer, scope, path)
+        self.close()
+        parent = outer.refs[w.from_]
+        offset = Affine()
+        for a, st in zip(w.access, parent.strides):
+            offset = offset + a * st
+        self.line(_combine_text(f"{parent.cname}[{self.affine(offset, scope)}]", f"{acc}[0]",
+                                agg, w.dtype))
+
+    def lane_body(self, b: Block, ix: Index, value: str, w: Refinement, target: str,
+                  outer: _Scope, scope: _Scope, path: str) -> None:
+        inner = _Scope({**scope.idx, ix.name: value}, dict(scope.refs), dict(scope.scalars),
+                       scope.in_transfer, {**scope.redirect, w.into: (target, w.dtype, w.agg_op)})
+        self.views(b, outer, inner, path)
+        self.body_of(b, inner, path)
 
     def micro_kernel_match(self, b: Block, outer: _Scope) -> MicroKernel | None:
         if STENCIL_TAG not in b.tags or b.sub_blocks:
@@ -575,6 +626,11 @@ class _Emitter:
             self.count(f"{view.memory}.bytes_out", view.dtype.itemsize)
 
     def store(self, s: Store, scope: _Scope, path: str) -> None:
+        if s.into in scope.redirect:
+            target, dtype, agg = scope.redirect[s.into]
+            src, _ = scope.scalars[s.from_]
+            self.line(_combine_text(target, f"({C_TYPES[dtype]})({src})", agg, dtype))
+            return
         view = scope.refs[s.into]
         src, _ = scope.scalars[s.from_]
         self.line(_store_text(view, f"({C_TYPES[view.dtype]})({src})", view.agg))
@@ -718,7 +774,11 @@ def _owns(r: Refinement, name: str) -> bool:
 
 
 def _store_text(view: _View, value: str, agg: AggOp) -> str:
-    p = f"*{view.cname}"
+    return _combine_text(f"*{view.cname}", value, agg, view.dtype)
+
+
+def _combine_text(p: str, value: str, agg: AggOp, dtype: DType) -> str:
+    """C statement combining ``value`` into lvalue ``p`` by aggregation ``agg``."""
     if agg is AggOp.ASSIGN:
         return f"{p} = {value};"
     if agg is AggOp.ADD:
@@ -726,7 +786,53 @@ def _store_text(view: _View, value: str, agg: AggOp) -> str:
     if agg is AggOp.MUL:
         return f"{p} *= {value};"
     op = ">" if agg is AggOp.MAX else "<"
-    return f"{{ const {C_TYPES[view.dtype]} t_ = {value}; if (t_ {op} {p}) {p} = t_; }}"
+    return f"{{ const {C_TYPES[dtype]} t_ = {value}; if (t_ {op} {p}) {p} = t_; }}"
+
+
+def _identity_text(agg: AggOp, dtype: DType) -> str:
+    """The value that ``agg`` leaves unchanged, as a C literal of ``dtype``."""
+    if agg is AggOp.ADD:
+        return c_literal(0, dtype)
+    if dtype.is_float:
+        return c_literal(-math.inf if agg is AggOp.MAX else math.inf, dtype)
+    info = np.iinfo(dtype.np)
+    return c_literal(info.min if agg is AggOp.MAX else info.max, dtype)
+
+
+LANE_AGGS = (AggOp.ADD, AggOp.MAX, AggOp.MIN)
+
+
+def lane_reduction(b: Block, loops: list[Index], guards: dict[int, list[Affine]],
+                   ) -> Refinement | None:
+    """The view a leaf block reduces into along its innermost loop, when that loop can run
+    as independent lanes: the loop's index is a plain index of range >= 16 with no guard
+    after it, the block's only store goes to an ``out`` view (not an allocation) with
+    aggregation ``add``, ``max`` or ``min`` whose access does not use the index, nothing
+    else is stored (no child block, no special), and some view read walks the index with
+    unit stride. Each lane combines its points in order and the lanes combine in order:
+    ``max``/``min`` give the same result as one accumulator, a sum is regrouped as any
+    tiling of a reduction regroups it."""
+    if b.sub_blocks or any(isinstance(s, Special) for s in b.stmts):
+        return None
+    ix = loops[-1]
+    if ix.is_passed_in or ix.range < 16 or guards.get(len(loops) - 1):
+        return None
+    stores = [s for s in b.stmts if isinstance(s, Store)]
+    if len(stores) != 1 or not b.has_ref(stores[0].into):
+        return None
+    w = b.ref(stores[0].into)
+    if (w.is_alloc or w.dir is not RefDir.OUT or w.agg_op not in LANE_AGGS
+            or w.dtype is DType.BOOL or any(ix.name in a.vars() for a in w.access)):
+        return None
+    if any(isinstance(s, Load) and s.from_ == w.into for s in b.stmts):
+        return None
+
+    def unit(r: Refinement) -> bool:
+        return abs(sum(a.coeff(ix.name) * st for a, st in zip(r.access, r.shape.strides))) == 1
+
+    if not any(unit(r) for r in b.refs if not r.is_alloc and r.dir is RefDir.IN):
+        return None
+    return w
 
 
 _FLOAT_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin",

@@ -71,6 +71,7 @@ on copy blocks, ``cache_init`` on identity fills.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -128,6 +129,12 @@ class Options(Selection):
     xfer_loc: str = "DMA"
     """The transfer unit named by the copy blocks' ``Block.location``."""
 
+    min_reuse: float = 0.0
+    """Cache a view only when the selected block runs at least this many points per element
+    of its footprint (points: the product of its index ranges, times its children's). A
+    matmul tile reuses each element of ``A`` and ``B`` tens of times; the weights of a
+    matrix-vector product are used once, and a copy would only double their traffic."""
+
     row_pad: int = 0
     """Elements of padding after every row (innermost dimension) of a cached buffer of rank 2
     or more: the outer strides are those of rows ``row_pad`` longer than the box. A CPU
@@ -140,6 +147,8 @@ class Options(Selection):
             raise ValueError("mem_loc must name a memory (e.g. SRAM)")
         if not self.dirs:
             raise ValueError("dirs must list at least one of in, out, inout")
+        if self.min_reuse < 0:
+            raise ValueError(f"min_reuse must be >= 0, got {self.min_reuse}")
         if self.row_pad < 0:
             raise ValueError(f"row_pad must be >= 0, got {self.row_pad}")
 
@@ -241,9 +250,19 @@ def _cacheable(child: Block, r: Refinement, parent: Block, ancestors: tuple[Bloc
             and not _stores_directly(child, r)):
         return None
     try:
-        return poly.footprint(child, r.into, ancestors=ancestors)
+        box = poly.footprint(child, r.into, ancestors=ancestors)
     except ValueError:
         return None
+    if options.min_reuse and _points(child) < options.min_reuse * box.elem_count:
+        return None
+    return box
+
+
+def _points(block: Block) -> int:
+    """Points run by ``block`` and its descendants (constraints ignored)."""
+    own = math.prod(ix.range for ix in block.idxs if not ix.is_passed_in)
+    subs = block.sub_blocks
+    return own * (sum(_points(b) for b in subs) if subs else 1)
 
 
 def _stores_directly(child: Block, r: Refinement) -> bool:

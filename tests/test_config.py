@@ -57,7 +57,7 @@ def test_cpu_avx2_extends_cpu_generic():
     # It runs the generic pipeline, then the BLIS-like contraction pipeline, then shares
     # kernels among its cores.
     assert [p.name for p in avx2.passes] == [p.name for p in generic.passes] + [
-        "pad", "tile_l2", "pack", "microkernel", "threads"]
+        "pad", "tile_l2", "pack", "microkernel", "threads", "threads_tiles"]
 
 
 def test_descriptions_list_every_pass_option_and_config():

@@ -549,3 +549,42 @@ def test_compiled_c_matches_numpy(name: str) -> None:
     got, want = compile_program(after)(**arrays), op.reference(**arrays)
     for out in want:
         np.testing.assert_allclose(got[out], want[out], rtol=op.rtol, atol=op.atol)
+
+
+# stencil alignment and min_split_range ---------------------------------------------------------
+
+MK_6X16 = ("{startup_cost: 8, idxs: [{name: m, size: 6, outs: [-1], ins: [-1, 0]}, "
+           "{name: n, size: 16, outs: [1], ins: [0, 1]}, "
+           "{name: k, size: -1, outs: [0], ins: [-1, -1]}]}")
+
+
+def test_stencils_make_tile_sizes_multiples_of_the_slots() -> None:
+    src = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+    program = lower(src, {"A": ((100, 64), "float32"), "B": ((64, 200), "float32")})
+    [kernel] = [b for _, b in program.walk() if "contraction" in b.tags]
+    options = Options(reqs=("contraction",), cache_width=64, max_total_size=16384,
+                      stencils=(MK_6X16,))
+    best = autotile.choose_tile(kernel, options)
+    assert best is not None
+    sizes = best.sizes
+    assert sizes["m"] % 6 == 0 or sizes["m"] == 100
+    assert sizes["n"] % 16 == 0 or sizes["n"] == 200
+    assert autotile.stencil_alignment(kernel, (MK_6X16,)) == {"m": 6, "n": 16}
+    plain = autotile.choose_tile(kernel, Options(reqs=("contraction",), cache_width=64,
+                                                 max_total_size=16384))
+    assert plain is not None and plain.sizes != sizes  # the alignment changed the choice
+    run_and_check(autotile.run, program, options)
+
+
+def test_min_split_range_keeps_small_indexes_whole() -> None:
+    op = OPS_BY_NAME["conv2d"]
+    program = lower(op.source, op.input_specs())
+    options = Options(reqs=("contraction",), cache_width=64, max_total_size=4096,
+                      min_split_range=8)
+    after = run_and_check(autotile.run, program, options, random_inputs(op))
+    for _, b in after.walk():
+        for ix in b.idxs:
+            if ix.name in ("i", "j") and not ix.is_passed_in:
+                assert ix.range in (1, 3)  # the 3x3 window is never cut
+    with pytest.raises(ValueError, match="min_split_range"):
+        Options(min_split_range=-1)

@@ -515,3 +515,38 @@ def test_compiled_c_matches_numpy(name: str) -> None:
     got, want = compile_program(after)(**arrays), op.reference(**arrays)
     for out in want:
         np.testing.assert_allclose(got[out], want[out], rtol=op.rtol, atol=op.atol)
+
+
+# row_pad and min_reuse ------------------------------------------------------------------------
+
+
+def test_row_pad_lengthens_rows_of_the_local_buffers() -> None:
+    after = cache_and_check(parse_ir(TILED_MATMUL), Options(reqs=("tile",), row_pad=16))
+    [kernel] = blocks(after, "contraction")
+    for r in kernel.refs:
+        if r.is_alloc:
+            rows, cols = r.shape.sizes
+            assert r.shape.strides == (cols + 16, 1)
+            assert r.shape.span == (rows - 1) * (cols + 16) + cols
+
+
+def test_min_reuse_skips_views_used_once_per_element() -> None:
+    # a matrix-vector product tile: each weight is used once, the vector N times
+    src = "function (A[K], B[K, N]) -> (O) { O[n : N] = +(A[k] * B[k, n]); }"
+    program = lower(src, {"A": ((64,), "float32"), "B": ((64, 48), "float32")})
+    tiled = autotile.run(program, autotile.Options(reqs=("contraction",), inner_set=("tile",),
+                                                   max_total_size=4096))
+    after = cache_and_check(tiled, Options(reqs=("tile",), dirs=("in",), min_reuse=4))
+    [kernel] = blocks(after, "contraction")
+    cached = {r.into for r in kernel.refs if r.is_alloc}
+    assert cached == {"A_sram"}
+    every = cache.run(tiled, Options(reqs=("tile",), dirs=("in",)))
+    [kernel] = blocks(every, "contraction")
+    assert {r.into for r in kernel.refs if r.is_alloc} == {"A_sram", "B_sram"}
+
+
+def test_negative_row_pad_and_reuse_are_refused() -> None:
+    with pytest.raises(ValueError, match="row_pad"):
+        Options(row_pad=-1)
+    with pytest.raises(ValueError, match="min_reuse"):
+        Options(min_reuse=-1.0)

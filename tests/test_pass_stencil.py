@@ -343,3 +343,20 @@ def test_compiled_c_matches_numpy(name: str) -> None:
     got, want = compile_program(after)(**arrays), op.reference(**arrays)
     for out in want:
         np.testing.assert_allclose(got[out], want[out], rtol=op.rtol, atol=op.atol)
+
+
+def test_outer_order_puts_the_named_slots_first() -> None:
+    src = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+    program = lower(src, {"A": ((12, 5), "float32"), "B": ((5, 32), "float32")})
+    text = ("{startup_cost: 8, idxs: [{name: m, size: 6, outs: [-1], ins: [-1, 0]}, "
+            "{name: n, size: 16, outs: [1], ins: [0, 1]}, "
+            "{name: k, size: -1, outs: [0], ins: [-1, -1]}]}")
+    for order, want in (((), None), (("n", "m"), ["n", "m"]), (("m", "n"), ["m", "n"])):
+        after = run_and_check(stencil.run, program,
+                              Options(reqs=("contraction",), stencils=(text,),
+                                      outer_order=order))
+        [outer] = [b for _, b in after.walk()
+                   if "contraction" in b.tags and any(STENCIL in s.tags for s in b.sub_blocks)]
+        names = [ix.name for ix in outer.idxs if not ix.is_passed_in]
+        if want is not None:
+            assert names == want
