@@ -102,6 +102,42 @@ def _load(name: str, path: Path) -> ModuleType:
 
 _loaded: dict[str, ModuleType] = {}
 
+# -m<feature> flags that /proc/cpuinfo reports under another name
+_CPUINFO_NAMES = {"sse4.1": "sse4_1", "sse4.2": "sse4_2", "sse3": "pni"}
+_X86_FEATURES = {"sse3", "ssse3", "sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c", "bmi",
+                 "bmi2", "avx512f", "avx512vl", "avx512bw", "avx512dq", "avx512cd",
+                 "avx512vnni", "avx512bf16", "avx512fp16", "amx-tile"}
+
+
+@cache
+def _cpu_flags() -> frozenset[str] | None:
+    """The CPU's feature flags from /proc/cpuinfo (None where that is not available)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return None
+
+
+def missing_cpu_features(flags: tuple[str, ...]) -> list[str]:
+    """The x86 features that ``flags`` compile for (``-mavx512f``) and this CPU lacks, by
+    /proc/cpuinfo; empty when the CPU's features are unknown. Code built with them would
+    die of an illegal instruction here."""
+    have = _cpu_flags()
+    if have is None:
+        return []
+    missing = []
+    for flag in flags:
+        feature = flag[2:] if flag.startswith("-m") else ""
+        if feature in _X86_FEATURES:
+            name = _CPUINFO_NAMES.get(feature, feature.replace("-", "_"))
+            if name not in have:
+                missing.append(feature)
+    return missing
+
 
 def build(source: str, flags: tuple[str, ...] = (), openmp: bool = False) -> ModuleType:
     """The cffi extension module for ``source`` (from the cache when present)."""

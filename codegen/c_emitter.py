@@ -48,7 +48,7 @@ from stripe.ir import (
 )
 
 from . import microkernel
-from .microkernel import MicroKernel
+from .microkernel import AVX2, MicroKernel, Vector
 
 THREADS_TAG = tags.THREADS
 TRANSFER_TAG = tags.TRANSFER
@@ -71,9 +71,7 @@ PRELUDE = """\
 #include <stdlib.h>
 #include <string.h>
 
-typedef float stripe_f32x8 __attribute__((vector_size(32)));
-typedef double stripe_f64x4 __attribute__((vector_size(32)));
-
+""" + microkernel.vector_typedefs() + """
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t stripe_ipow(int64_t b, int64_t e) {
@@ -171,7 +169,8 @@ class _Scope:
 
 
 class _Emitter:
-    def __init__(self) -> None:
+    def __init__(self, vector: Vector = AVX2) -> None:
+        self.vector = vector
         self.lines: list[str] = []
         self.depth = 1
         self.counters: dict[str, int] = {}
@@ -332,7 +331,7 @@ class _Emitter:
         vectorise it without reassociating anything itself; then the lanes, the remainder and
         the view combine in that order."""
         ct, agg = C_TYPES[w.dtype], w.agg_op
-        lanes = max(32 // w.dtype.itemsize, 2)
+        lanes = max(self.vector.bytes // w.dtype.itemsize, 2)
         acc, x, lane = self.fresh("r"), self.fresh("x"), self.fresh("l")
         self.line(f"{ct} {acc}[{lanes}];  /* partial {comment_name(w.into)} per lane */")
         self.line(f"for (int64_t {lane} = 0; {lane} < {lanes}; ++{lane}) {acc}[{lane}] = "
@@ -371,7 +370,7 @@ class _Emitter:
         views = {r.into: outer.refs[r.from_] for r in b.refs
                  if not r.is_alloc and r.from_ in outer.refs}
         return microkernel.match(b, {n: v.strides for n, v in views.items()},
-                                 {n: v.root for n, v in views.items()})
+                                 {n: v.root for n, v in views.items()}, self.vector)
 
     def micro_kernel(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope) -> bool:
         """Emit ``k`` (see :mod:`codegen.microkernel`) guarded by the test that every point
@@ -427,7 +426,7 @@ class _Emitter:
     def micro_kernel_body(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
                           rows: int, k_bounds: dict[str, _Bounds]) -> None:
         """The first ``rows`` rows of ``k``: accumulators in registers over the reduction."""
-        vt, ct, lanes = microkernel.VECTOR_TYPES[k.dtype], C_TYPES[k.dtype], k.lanes
+        vt, ct, lanes = k.vector_type, C_TYPES[k.dtype], k.lanes
         zero = {ix.name: 0 for ix in b.idxs if not ix.is_passed_in}
         ptr = {}
         for role, r in (("a", k.a), ("b", k.b), ("c", k.c)):
@@ -904,6 +903,7 @@ _HANDLERS: dict[type, Callable[[_Emitter, Statement, _Scope, str], None]] = {
 }
 
 
-def emit_c(program: Block) -> CProgram:
-    """The C translation unit for a verified ``#program`` block."""
-    return _Emitter().program(program)
+def emit_c(program: Block, vector: Vector = AVX2) -> CProgram:
+    """The C translation unit for a verified ``#program`` block; micro-kernels and reduction
+    lanes are written for ``vector`` (the hardware config's SIMD width and registers)."""
+    return _Emitter(vector).program(program)

@@ -3,7 +3,8 @@
 The ``stencil`` pass cuts a contraction into inner blocks of a fixed shape, for example 6x16
 points of ``C[m, n] += A[m, k] * B[k, n]`` over a whole ``k`` range. This module recognises
 such a block and writes it as vector code (GCC vector extensions, so any target compiles it;
-with ``-mavx2 -mfma`` every update is one ``vfmadd`` on 8 float32 lanes):
+the vector width and register count come from the hardware config's ``compute``; with
+``-mavx2 -mfma`` and 32-byte vectors every update is one ``vfmadd`` on 8 float32 lanes):
 
 * ``mr x nv`` vector accumulators (``mr`` = range of the ``m`` index, ``nv`` = range of ``n``
   over the lane count) are loaded from ``C`` once,
@@ -24,8 +25,8 @@ computes the same thing):
   one), **m** (non-zero stride in ``C`` and ``A``, 0 in ``B``, at least the ``n`` range in
   ``C`` so that rows do not overlap; at most one) or **k** (stride 0 in ``C``: reductions, any
   number, run in block order);
-* at most 16 vector registers: ``mr*nv`` accumulators, ``nv`` vectors of ``B`` and one
-  broadcast;
+* at most ``vector.registers`` vector registers (16 for AVX2): ``mr*nv`` accumulators,
+  ``nv`` vectors of ``B`` and one broadcast;
 * ``C`` is not a view of the same buffer as ``A`` or ``B`` (the accumulators would hide
   updates from the loads).
 
@@ -49,14 +50,46 @@ from stripe.affine import Affine
 from stripe.dtypes import DType
 from stripe.ir import AggOp, Block, Index, Intrinsic, Load, RefDir, Refinement, Store
 
-VECTOR_BYTES = 32
-"""Vector width of the kernels: 256 bits (AVX2)."""
 
-VECTOR_REGISTERS = 16
-"""Registers the kernel may keep live (AVX2 has 16 ymm registers)."""
+@dataclass(frozen=True)
+class Vector:
+    """The SIMD unit the kernels are written for (a hardware config's ``compute``)."""
 
-VECTOR_TYPES = {DType.FLOAT32: "stripe_f32x8", DType.FLOAT64: "stripe_f64x4"}
-"""C vector types (typedefs in the emitter's prelude) per element type."""
+    bytes: int = 32
+    """Register width: 16 (SSE, NEON), 32 (AVX2) or 64 (AVX-512); others use 32."""
+
+    registers: int = 16
+    """Vector registers the kernel may keep live (16 for AVX2, 32 for AVX-512)."""
+
+    def __post_init__(self) -> None:
+        if self.bytes not in VECTOR_WIDTHS:
+            object.__setattr__(self, "bytes", 32)
+        object.__setattr__(self, "registers", max(self.registers, 4))
+
+    def lanes(self, dtype: DType) -> int:
+        return self.bytes // dtype.itemsize
+
+    def type_name(self, dtype: DType) -> str:
+        """The C vector type (a typedef of the emitter's prelude)."""
+        return f"stripe_{'f32' if dtype is DType.FLOAT32 else 'f64'}x{self.lanes(dtype)}"
+
+
+VECTOR_WIDTHS = (16, 32, 64)
+VECTOR_DTYPES = (DType.FLOAT32, DType.FLOAT64)
+
+AVX2 = Vector(32, 16)
+"""The default: 32-byte vectors, 16 registers."""
+
+
+def vector_typedefs() -> str:
+    """C typedefs of every vector type a kernel may use."""
+    lines = []
+    for width in VECTOR_WIDTHS:
+        for dtype in VECTOR_DTYPES:
+            name = Vector(width).type_name(dtype)
+            lines.append(f"typedef {'float' if dtype is DType.FLOAT32 else 'double'} {name} "
+                         f"__attribute__((vector_size({width})));")
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -70,10 +103,15 @@ class MicroKernel:
     n: Index
     ks: tuple[Index, ...]
     dtype: DType
+    vector: Vector = AVX2
 
     @property
     def lanes(self) -> int:
-        return VECTOR_BYTES // self.dtype.itemsize
+        return self.vector.lanes(self.dtype)
+
+    @property
+    def vector_type(self) -> str:
+        return self.vector.type_name(self.dtype)
 
     @property
     def mr(self) -> int:
@@ -90,7 +128,7 @@ def element_stride(r: Refinement, name: str, parent_strides: tuple[int, ...]) ->
 
 
 def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
-          ) -> MicroKernel | None:
+          vector: Vector = AVX2) -> MicroKernel | None:
     """The micro-kernel for ``b`` (see the module doc), or None when ``b`` does not fit.
 
     ``strides`` gives each view's parent strides (what its accesses are multiplied by) and
@@ -116,7 +154,7 @@ def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
     except KeyError:
         return None
     dtype = c.dtype
-    if dtype not in VECTOR_TYPES or mul.dtype is not dtype:
+    if dtype not in VECTOR_DTYPES or mul.dtype is not dtype:
         return None
     if c.agg_op is not AggOp.ADD or not c.dir.writes or c.dir is RefDir.INOUT:
         return None
@@ -126,7 +164,7 @@ def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
         return None
     if roots[c.into] in (roots[ins[0].into], roots[ins[1].into]):
         return None
-    lanes = VECTOR_BYTES // dtype.itemsize
+    lanes = vector.lanes(dtype)
 
     def st(r: Refinement, ix: Index) -> int:
         return element_stride(r, ix.name, strides[r.into])
@@ -154,8 +192,8 @@ def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
             m = ix
         else:
             return None
-    kernel = MicroKernel(va, vb, c, m, n, tuple(ks), dtype)
-    if kernel.mr * kernel.nv + kernel.nv + 1 > VECTOR_REGISTERS:
+    kernel = MicroKernel(va, vb, c, m, n, tuple(ks), dtype, vector)
+    if kernel.mr * kernel.nv + kernel.nv + 1 > vector.registers:
         return None
     return kernel
 

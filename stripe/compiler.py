@@ -13,8 +13,9 @@ from types import ModuleType
 
 import numpy as np
 
-from stripe.codegen.build import build
+from stripe.codegen.build import build, missing_cpu_features
 from stripe.codegen.c_emitter import BufferSpec, CProgram, emit_c
+from stripe.codegen.microkernel import AVX2, Vector
 from stripe.passes.manager import run_pipeline
 
 from .config import load_config
@@ -46,7 +47,10 @@ class Program:
     def output_names(self) -> tuple[str, ...]:
         return tuple(b.name for b in self.c_program.outputs)
 
+    flags: tuple[str, ...] = ()  # the target's compiler flags (checked against the CPU)
+
     def __post_init__(self) -> None:
+        self._missing = missing_cpu_features(self.flags)
         # what every call needs per buffer, worked out once: (spec, numpy dtype, elements
         # of its layout, laid out row-major and dense?)
         self._plan = [(spec, spec.dtype.np, _span(spec),
@@ -54,6 +58,10 @@ class Program:
                       for spec in self.c_program.buffers]
 
     def __call__(self, **arrays: np.ndarray) -> dict[str, np.ndarray]:
+        if self._missing:
+            raise StripeError(f"this program was compiled for {', '.join(self._missing)}, "
+                              f"which this CPU does not have (flags {' '.join(self.flags)}); "
+                              f"compile it for another target (e.g. cpu_avx2 or cpu_generic)")
         check_arguments(self.c_program.inputs, arrays)
         ffi, lib = self.module.ffi, self.module.lib
         flats: list[np.ndarray] = []
@@ -163,12 +171,14 @@ def _packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None,
-                    flags: tuple[str, ...] = ("-march=native",)) -> Program:
-    """Verify, emit and build an already lowered (and optionally optimised) program."""
+                    flags: tuple[str, ...] = ("-march=native",),
+                    vector: Vector = AVX2) -> Program:
+    """Verify, emit and build an already lowered (and optionally optimised) program;
+    ``vector`` is the SIMD unit micro-kernels are written for."""
     verify_ir(program)
-    c_program = emit_c(program)
+    c_program = emit_c(program, vector)
     module = build(c_program.source, flags, openmp=c_program.uses_openmp)
-    return Program(program, trace or [("lower", program)], c_program, module)
+    return Program(program, trace or [("lower", program)], c_program, module, tuple(flags))
 
 
 def compile(source: str, inputs: Mapping[str, object], target: str | None = None, *,
@@ -186,7 +196,8 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
     config = load_config(target)
     final, trace = run_pipeline(program, config, verify=verify, check=check)
     flags = config.cflags or ("-march=native",)
-    return compile_program(final, trace, flags=tuple(flags))
+    vector = Vector(config.compute.vector_width, config.compute.vector_registers)
+    return compile_program(final, trace, flags=tuple(flags), vector=vector)
 
 
 __all__ = ["Program", "compile", "compile_program", "check_arguments", "DType"]

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 CONFIG_KEYS = ("cflags", "compute", "extends", "memories", "passes", "target")
 MEMORY_KEYS = ("banks", "line", "name", "size")
-COMPUTE_KEYS = ("units", "vector_width")
+COMPUTE_KEYS = ("units", "vector_width", "vector_registers")
 PASS_KEYS = ("after", "before", "name", "options", "type")
 SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
@@ -98,7 +98,10 @@ class Compute:
     units: int = 1
     """Cores or processing units that can run block points in parallel."""
     vector_width: int = 16
-    """SIMD register width in bytes (16: SSE/NEON, 32: AVX2, 64: AVX-512)."""
+    """SIMD register width in bytes (16: SSE/NEON, 32: AVX2, 64: AVX-512). The C back end
+    writes micro-kernels and reduction lanes for it."""
+    vector_registers: int = 16
+    """SIMD registers a micro-kernel may keep live (16: SSE/AVX2, 32: AVX-512/NEON)."""
 
 
 @dataclass(frozen=True)

@@ -34,3 +34,17 @@ def random_array(rng: np.random.Generator) -> RandomArray:
         return _random_array(rng, tuple(shape), dtype, lo, hi)
 
     return make
+
+
+def runnable_configs() -> list[object]:
+    """Every shipped config as a pytest parameter; those whose instruction set this CPU
+    lacks (``cpu_avx512`` on an AVX2-only machine) are skipped with the reason."""
+    from stripe.codegen.build import missing_cpu_features
+    from stripe.config import list_configs, load_config
+
+    out: list[object] = []
+    for name in list_configs():
+        missing = missing_cpu_features(load_config(name).cflags)
+        marks = [pytest.mark.skip(reason=f"this CPU lacks {', '.join(missing)}")] if missing else []
+        out.append(pytest.param(name, marks=marks, id=name))
+    return out

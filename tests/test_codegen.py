@@ -247,3 +247,15 @@ def test_leaf_loops_put_the_unit_stride_output_index_innermost():
     order = [ix.name for ix in loop_order(conv, list(conv.idxs))]
     # outputs by decreasing stride, then the reduction (in its order), co (stride 1) last
     assert order == ["x", "y", "i", "j", "ci", "co"]
+
+
+def test_a_program_for_an_instruction_set_this_cpu_lacks_is_a_clear_error(monkeypatch):
+    import stripe
+
+    monkeypatch.setattr(build_mod, "_cpu_flags", lambda: frozenset({"sse2", "avx", "avx2"}))
+    assert build_mod.missing_cpu_features(("-O3", "-mavx2", "-mfma", "-mavx512f")) == [
+        "fma", "avx512f"]
+    src = "function (A[M]) -> (B) { B[i : M] = =(A[i]); }"
+    prog = stripe.compile(src, {"A": ((4,), "float32")}, target="cpu_avx512")
+    with pytest.raises(stripe.StripeError, match="avx512f.*cpu_avx2"):
+        prog(A=np.ones(4, np.float32))

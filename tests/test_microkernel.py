@@ -32,7 +32,7 @@ def stencil(m: int, n: int, reductions: int = 1) -> str:
 
 
 def config(tmp_path: Path, *, m: int = 6, n: int = 16, tile_kb: int = 0, pad: bool = False,
-           pack: bool = False) -> str:
+           pack: bool = False, width: int = 32) -> str:
     """A config that stencils every contraction for the micro-kernel (optionally padded,
     tiled for a small cache and packed first)."""
     stencils = f"[{stencil(m, n, 3)}, {stencil(m, n, 1)}]"
@@ -52,7 +52,8 @@ def config(tmp_path: Path, *, m: int = 6, n: int = 16, tile_kb: int = 0, pad: bo
     passes.append(f"  - {{name: mk, type: stencil, options: {{reqs: [{sel}], allow_pad: true, "
                   f"outer_order: [n, m], stencils: {stencils}}}}}")
     path = tmp_path / "mk.yaml"
-    path.write_text("target: mk_test\nextends: cpu_generic\npasses:\n" + "\n".join(passes) + "\n")
+    path.write_text(f"target: mk_test\nextends: cpu_generic\ncompute: {{vector_width: {width}}}\n"
+                    "passes:\n" + "\n".join(passes) + "\n")
     return str(path)
 
 
@@ -123,6 +124,17 @@ def test_float64_uses_four_lanes(tmp_path, rng):
     b = rng.standard_normal((19, 24))
     prog = check(MATMUL, {"A": a, "B": b}, a @ b, config(tmp_path, m=4, n=8))
     assert "stripe_f64x4" in prog.c_source.split("void stripe_run")[1]
+
+
+@pytest.mark.parametrize("width,vector", [(16, "stripe_f32x4"), (64, "stripe_f32x16")])
+def test_the_config_vector_width_sets_the_lanes(tmp_path, rng, width, vector):
+    # 16-byte vectors (SSE, cpu_generic): a 4x8 kernel is 8 accumulators of 4 lanes;
+    # 64-byte vectors (AVX-512): 16 lanes, which gcc splits on a machine without them
+    a = rng.standard_normal((9, 13)).astype(np.float32)
+    b = rng.standard_normal((13, 32 if width == 64 else 16)).astype(np.float32)
+    n = 32 if width == 64 else 8
+    prog = check(MATMUL, {"A": a, "B": b}, a @ b, config(tmp_path, m=4, n=n, width=width))
+    assert vector in prog.c_source.split("void stripe_run")[1]
 
 
 def test_too_many_registers_fall_back_to_loops(tmp_path, rng):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import runnable_configs
 from ops_catalog import OPS, Op, random_inputs
 
 import stripe
 from stripe.compiler import compile_program
-from stripe.config import list_configs
 
 
 def _assert_close(op: Op, got: np.ndarray, want: np.ndarray, what: str) -> None:
@@ -55,7 +55,7 @@ def test_compile_api_with_a_target_records_the_trace() -> None:
         stripe.compile(src, {"A": a, "B": b}, target="no_such_target")
 
 
-@pytest.mark.parametrize("config", list_configs())
+@pytest.mark.parametrize("config", runnable_configs())
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
 def test_c_through_every_shipped_config_matches_numpy(op: Op, config: str) -> None:
     """Each config's passes (verified after each), then C, against numpy."""

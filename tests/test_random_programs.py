@@ -16,19 +16,19 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from conftest import runnable_configs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stripe
 from stripe.compiler import compile_program
-from stripe.config import list_configs, load_config
+from stripe.config import load_config
 from stripe.passes.manager import run_pipeline
 
 # Few, fixed examples per config by default (each compiles C; CI must not flake); many,
 # freshly drawn ones under the "long" profile.
 _EXAMPLES = 12 if settings.default.max_examples < 1000 else settings.default.max_examples // 2
 
-CONFIGS = list_configs()
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def programs(draw) -> Program:  # type: ignore[no-untyped-def]
     return Program(source, inputs)
 
 
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("config", runnable_configs())
 @settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES == 12,
           suppress_health_check=[HealthCheck.too_slow])
 @given(prog=programs(), seed=st.integers(0, 2**16))

@@ -4,8 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef float stripe_f32x4 __attribute__((vector_size(16)));
+typedef double stripe_f64x2 __attribute__((vector_size(16)));
 typedef float stripe_f32x8 __attribute__((vector_size(32)));
 typedef double stripe_f64x4 __attribute__((vector_size(32)));
+typedef float stripe_f32x16 __attribute__((vector_size(64)));
+typedef double stripe_f64x8 __attribute__((vector_size(64)));
 
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
