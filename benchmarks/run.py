@@ -45,8 +45,8 @@ from benchmarks import peers as _peers  # noqa: E402
 from benchmarks.workloads import QUICK, Workload, all_workloads, by_name  # noqa: E402
 
 PEAK_PER_CORE = 97.0  # GFLOP/s float32 FMA peak per core, measured in issue 6 (Zen 3 class)
-TARGETS = {"stripe_avx2": "cpu_avx2", "stripe_none": None}
-SYSTEMS = ["numpy", "stripe_avx2", "stripe_none"]
+TARGETS = {"stripe_avx2": "cpu_avx2", "stripe_avx512": "cpu_avx512", "stripe_none": None}
+SYSTEMS = ["numpy", "stripe_avx2", "stripe_avx512", "stripe_none"]
 OPENBLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
@@ -441,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated names (default: all); `--list` shows them")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
-    ap.add_argument("--systems", default=",".join(SYSTEMS), help="default: all three")
+    ap.add_argument("--systems", default=",".join(SYSTEMS),
+                    help="default: all (stripe_avx512 only where the CPU has AVX-512)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     ap.add_argument("--repeats", type=int, default=10, help="max timed rounds (default 10)")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up rounds (default 2)")
@@ -491,6 +492,18 @@ def main(argv: list[str] | None = None) -> int:
                  "workloads": names, "runs": [], "argv": sys.argv[1:]}
     print(f"stripe benchmarks: {len(names)} workloads, threads {threads}, "
           f"systems {args.systems}; output in {out}", flush=True)
+
+    from stripe.codegen.build import missing_cpu_features
+    from stripe.config import load_config
+    kept = []
+    for s in args.systems.split(","):
+        missing = missing_cpu_features(load_config(TARGETS[s]).cflags) if TARGETS.get(s) else []
+        if missing:
+            print(f"{s} skipped: this CPU lacks {', '.join(missing)}", flush=True)
+        else:
+            kept.append(s)
+    args.systems = ",".join(kept)
+    res["systems"] = kept
 
     res["peers"] = _peers.detect()
     for v in res["peers"].values():

@@ -47,7 +47,7 @@ from stripe.ir import (
     Store,
 )
 
-from . import microkernel
+from . import microkernel, vmath
 from .microkernel import AVX2, MicroKernel, Vector
 
 THREADS_TAG = tags.THREADS
@@ -71,7 +71,7 @@ PRELUDE = """\
 #include <stdlib.h>
 #include <string.h>
 
-""" + microkernel.vector_typedefs() + """
+""" + microkernel.vector_typedefs() + vmath.VMATH_C + """
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t stripe_ipow(int64_t b, int64_t e) {
@@ -879,6 +879,8 @@ def intrinsic_expr(name: str, dtype: DType, args: list[tuple[str, DType]], path:
         return f"({b} == 0 || {b} == -1 ? ({t})0 : ({t})({a} % {b}))"
     if name == "div":
         return f"({conv[0]} / {conv[1]})"
+    if dtype is DType.FLOAT32 and name in vmath.VECTOR_MATH:  # vectorisable, see vmath
+        return f"{vmath.VECTOR_MATH[name]}({', '.join(conv)})"
     if dtype.is_float and name in _FLOAT_FUNCS:
         fn = _FLOAT_FUNCS[name] + ("f" if dtype is DType.FLOAT32 else "")
         return f"{fn}({', '.join(conv)})"

@@ -11,6 +11,120 @@ typedef double stripe_f64x4 __attribute__((vector_size(32)));
 typedef float stripe_f32x16 __attribute__((vector_size(64)));
 typedef double stripe_f64x8 __attribute__((vector_size(64)));
 
+/* ---- stripe vector math (codegen/vmath.py): branch-free float32 exp, tanh, log ---- */
+/* cond ? a : b as a bit blend. A float ternary would let gcc sink the unselected arm's
+   arithmetic into a branch, which (under the default -ftrapping-math) it then cannot
+   if-convert, and the loop stays scalar. */
+static inline float stripe_vm_select(int cond, float a, float b)
+{
+    uint32_t mask = -(uint32_t)cond, ab, bb;
+    memcpy(&ab, &a, sizeof ab);
+    memcpy(&bb, &b, sizeof bb);
+    uint32_t rb = (ab & mask) | (bb & ~mask);
+    float r;
+    memcpy(&r, &rb, sizeof r);
+    return r;
+}
+
+static inline float stripe_expf(float x)
+{
+    /* Clamp to [-104, 89]; a NaN fails both comparisons and passes through. */
+    float xc = stripe_vm_select(x < -104.0f, -104.0f, x);
+    xc = stripe_vm_select(xc > 89.0f, 89.0f, xc);
+    /* n = round(x / ln2): adding 1.5 * 2^23 leaves the integer in the low mantissa bits. */
+    float t = xc * 1.44269504f + 12582912.0f;
+    float nf = t - 12582912.0f;
+    uint32_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    /* r = x - n*ln2, ln2 = 0.693359375 (exact product) - 2.12194442e-4. */
+    float r = xc - nf * 0.693359375f;
+    r = r + nf * 2.12194442e-4f;
+    /* exp(r) = 1 + r + r^2 * P(r), |r| <= ln2/2. */
+    float z = r * r;
+    float p = 0.0013814191f;
+    p = p * r + 0.008368914f;
+    p = p * r + 0.041668408f;
+    p = p * r + 0.1666652f;
+    p = p * r + 0.49999994f;
+    p = p * z + r;
+    p = p + 1.0f;
+    /* m = n + 150 in [0, 278]; 2^n = 2^(h-75) * 2^(m-h-75) with h = m/2: both factors are
+       normal, the first product is exact and the second rounds once (subnormal results). */
+    uint32_t m = tb - (0x4B400000u - 150u);
+    uint32_t h = m >> 1;
+    uint32_t s1b = (h + 52u) << 23;
+    uint32_t s2b = (m - h + 52u) << 23;
+    float s1, s2;
+    memcpy(&s1, &s1b, sizeof s1);
+    memcpy(&s2, &s2b, sizeof s2);
+    return (p * s1) * s2;
+}
+
+static inline float stripe_tanhf(float x)
+{
+    uint32_t xb;
+    memcpy(&xb, &x, sizeof xb);
+    uint32_t sign = xb & 0x80000000u;
+    uint32_t ab = xb ^ sign;
+    float a;
+    memcpy(&a, &ab, sizeof a);
+    /* Small |x|: odd polynomial a + a^3 * P(a^2). */
+    float z = a * a;
+    float p = -0.0057049873f;
+    p = p * z + 0.020639088f;
+    p = p * z - 0.053739715f;
+    p = p * z + 0.13331442f;
+    p = p * z - 0.3333328f;
+    float small = (a * z) * p + a;
+    /* Otherwise 1 - 2 / (exp(2a) + 1); exp overflows to inf for large a, giving 1. */
+    float e = stripe_expf(a + a);
+    float big = 1.0f - 2.0f / (e + 1.0f);
+    float r = stripe_vm_select(a < 0.625f, small, big);
+    uint32_t rb;
+    memcpy(&rb, &r, sizeof rb);
+    rb |= sign;
+    memcpy(&r, &rb, sizeof r);
+    return r;
+}
+
+static inline float stripe_logf(float x)
+{
+    /* Subnormals: scale by 2^23 and take 23 off the exponent. */
+    int sub = x < 0x1p-126f;
+    float xs = stripe_vm_select(sub, x * 0x1p23f, x);
+    float kadj = stripe_vm_select(sub, -23.0f, 0.0f);
+    uint32_t u;
+    memcpy(&u, &xs, sizeof u);
+    /* x = mant * 2^k with mant in [sqrt(1/2), sqrt(2)): 0x3f3504f3 is sqrt(1/2). */
+    uint32_t t = u + (0x3f800000u - 0x3f3504f3u);
+    float k = (float)(int32_t)(t >> 23) - 127.0f + kadj;
+    uint32_t mb = (t & 0x007fffffu) + 0x3f3504f3u;
+    float mant;
+    memcpy(&mant, &mb, sizeof mant);
+    float f = mant - 1.0f;
+    /* log(1+f) = f - f^2/2 + f^3 * P(f). */
+    float z = f * f;
+    float p = -0.076345f;
+    p = p * f + 0.12761578f;
+    p = p * f - 0.13160183f;
+    p = p * f + 0.14201757f;
+    p = p * f - 0.16623357f;
+    p = p * f + 0.20001227f;
+    p = p * f - 0.2500082f;
+    p = p * f + 0.3333333f;
+    float y = (f * z) * p;
+    y = y - 0.5f * z;
+    y = y - k * 2.12194442e-4f;
+    float r = f + y;
+    r = r + k * 0.693359375f;
+    /* log(0) = -inf, log(x < 0) = NaN, log(+inf) = +inf, log(NaN) = NaN. */
+    r = stripe_vm_select(x == 0.0f, -INFINITY, r);
+    r = stripe_vm_select(x < 0.0f, NAN, r);
+    r = stripe_vm_select(x < INFINITY, r, x);
+    return r;
+}
+/* ---- end stripe vector math ---- */
+
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t stripe_ipow(int64_t b, int64_t e) {
