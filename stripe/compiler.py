@@ -7,13 +7,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 
-from stripe.codegen.build import build, missing_cpu_features
+from stripe.codegen.build import build, cache_dir, missing_cpu_features
 from stripe.codegen.c_emitter import BufferSpec, CProgram, emit_c
 from stripe.codegen.microkernel import AVX2, Vector
 from stripe.passes.manager import run_pipeline
@@ -22,18 +28,38 @@ from .config import load_config
 from .dtypes import DType
 from .errors import StripeError
 from .ir import Block
+from .printer import print_ir
 from .tile import lower
 from .verify import verify as verify_ir
 
 
 @dataclass
 class Program:
-    """A compiled program. Call it with keyword arrays; it returns fresh output arrays."""
+    """A compiled program. Call it with keyword arrays; it returns fresh output arrays.
 
-    ir: Block
-    trace: list[tuple[str, Block]]
+    ``ir`` is the final IR and ``trace`` the IR after every pass. A program served from the
+    compile cache (see :func:`compile`) reruns its pipeline the first time either is read.
+    """
+
     c_program: CProgram
     module: ModuleType = field(repr=False)
+    flags: tuple[str, ...] = ()  # the target's compiler flags (checked against the CPU)
+    _ir: Block | None = field(default=None, repr=False)
+    _trace: list[tuple[str, Block]] | None = field(default=None, repr=False)
+    _rerun: Callable[[], tuple[Block, list[tuple[str, Block]]]] | None = field(
+        default=None, repr=False)
+
+    @property
+    def ir(self) -> Block:
+        if self._ir is None:
+            self._ir, self._trace = self._rerun()  # type: ignore[misc]
+        return self._ir
+
+    @property
+    def trace(self) -> list[tuple[str, Block]]:
+        if self._trace is None:
+            self._ir, self._trace = self._rerun()  # type: ignore[misc]
+        return self._trace
 
     @property
     def c_source(self) -> str:
@@ -46,8 +72,6 @@ class Program:
     @property
     def output_names(self) -> tuple[str, ...]:
         return tuple(b.name for b in self.c_program.outputs)
-
-    flags: tuple[str, ...] = ()  # the target's compiler flags (checked against the CPU)
 
     def __post_init__(self) -> None:
         self._missing = missing_cpu_features(self.flags)
@@ -178,7 +202,7 @@ def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None
     verify_ir(program)
     c_program = emit_c(program, vector)
     module = build(c_program.source, flags, openmp=c_program.uses_openmp)
-    return Program(program, trace or [("lower", program)], c_program, module, tuple(flags))
+    return Program(c_program, module, tuple(flags), program, trace or [("lower", program)])
 
 
 def compile(source: str, inputs: Mapping[str, object], target: str | None = None, *,
@@ -194,10 +218,89 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
     if target is None:
         return compile_program(program, [("lower", program)])
     config = load_config(target)
-    final, trace = run_pipeline(program, config, verify=verify, check=check)
-    flags = config.cflags or ("-march=native",)
+    flags = tuple(config.cflags or ("-march=native",))
     vector = Vector(config.compute.vector_width, config.compute.vector_registers)
-    return compile_program(final, trace, flags=tuple(flags), vector=vector)
+
+    def rerun() -> tuple[Block, list[tuple[str, Block]]]:
+        return run_pipeline(program, config, verify=verify, check=check)
+
+    key = None if check else _pipeline_key(program, config, verify)
+    cached = _load_cached(key) if key else None
+    if cached is not None:
+        module = build(cached.source, flags, openmp=cached.uses_openmp)
+        return Program(cached, module, flags, _rerun=rerun)
+    final, trace = rerun()
+    prog = compile_program(final, trace, flags=flags, vector=vector)
+    if key:
+        _store_cached(key, prog.c_program)
+    return prog
+
+
+# the compile cache ---------------------------------------------------------------------------
+#
+# Running the passes (the autotile search above all) costs 50-400 ms, more than lowering,
+# emitting and loading a cached module together. So the C program a pipeline produced is
+# kept, keyed by everything it depends on: the lowered program's text (the Tile source and
+# the input shapes), the resolved config (every option of every pass, cflags, compute), the
+# verify flag, and a hash of stripe's own source files (a changed pass is a new key). A
+# ``check=True`` compile always reruns the pipeline (it is asked to compare every pass).
+
+
+@functools.cache
+def _code_hash() -> str:
+    """A hash of every source file of the stripe packages (stripe, passes, codegen)."""
+    import stripe.codegen
+    import stripe.passes
+
+    h = hashlib.sha256()
+    for pkg in (Path(__file__).parent, Path(stripe.passes.__file__).parent,
+                Path(stripe.codegen.__file__).parent):
+        for path in sorted(pkg.rglob("*")):
+            if path.suffix in (".py", ".lark") and path.is_file():
+                h.update(str(path.relative_to(pkg)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _pipeline_key(program: Block, config: object, verify: bool) -> str:
+    h = hashlib.sha256()
+    for part in (_code_hash(), print_ir(program), repr(config), str(verify)):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:40]
+
+
+def _entry(key: str) -> Path:
+    return cache_dir() / f"_pipeline_{key}.json"
+
+
+def _load_cached(key: str) -> CProgram | None:
+    try:
+        data = json.loads(_entry(key).read_text())
+        if hashlib.sha256(data["source"].encode()).hexdigest() != data["source_sha256"]:
+            return None
+        buffers = tuple(BufferSpec(b["name"], DType(b["dtype"]), tuple(b["sizes"]),
+                                   tuple(b["strides"]), bool(b["is_output"]))
+                        for b in data["buffers"])
+        return CProgram(data["source"], buffers, bool(data["uses_openmp"]),
+                        tuple(data["stat_names"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent or unreadable: compile it again
+
+
+def _store_cached(key: str, c: CProgram) -> None:
+    data = {"source": c.source, "source_sha256": hashlib.sha256(c.source.encode()).hexdigest(),
+            "buffers": [{"name": b.name, "dtype": b.dtype.value, "sizes": list(b.sizes),
+                         "strides": list(b.strides), "is_output": b.is_output}
+                        for b in c.buffers],
+            "uses_openmp": c.uses_openmp, "stat_names": list(c.stat_names)}
+    try:
+        root = cache_dir()
+        root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="_pipeline_", suffix=".tmp", dir=root)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, _entry(key))
+    except OSError:
+        pass  # a read-only cache only costs the next compile its passes
 
 
 __all__ = ["Program", "compile", "compile_program", "check_arguments", "DType"]

@@ -261,3 +261,50 @@ def test_a_program_for_an_instruction_set_this_cpu_lacks_is_a_clear_error(monkey
     prog = stripe.compile(src, {"A": ((4,), "float32")}, target="cpu_avx512")
     with pytest.raises(stripe.StripeError, match="avx512f.*cpu_avx2"):
         prog(A=np.ones(4, np.float32))
+
+
+def test_the_compile_cache_skips_the_passes_and_keeps_the_trace(cache, monkeypatch, rng):
+    import stripe
+    import stripe.compiler as compiler_mod
+    from stripe import print_ir
+
+    calls = []
+    real = compiler_mod.run_pipeline
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compiler_mod, "run_pipeline", counting)
+    src = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+    specs = {"A": ((40, 30), "float32"), "B": ((30, 50), "float32")}
+    first = stripe.compile(src, specs, target="cpu_avx2")
+    assert len(calls) == 1
+    second = stripe.compile(src, specs, target="cpu_avx2")
+    assert len(calls) == 1  # served from the cache: no passes
+    assert second.c_source == first.c_source
+    a = rng.standard_normal((40, 30)).astype(np.float32)
+    b = rng.standard_normal((30, 50)).astype(np.float32)
+    np.testing.assert_allclose(second(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-4)
+    # the IR and trace are still there: the pipeline reruns when they are read
+    assert [n for n, _ in second.trace] == [n for n, _ in first.trace]
+    assert len(calls) == 2 and print_ir(second.ir) == print_ir(first.ir)
+    # another config, other shapes and check=True each run the passes
+    stripe.compile(src, specs, target="cpu_generic")
+    stripe.compile(src, {"A": ((41, 30), "float32"), "B": ((30, 50), "float32")},
+                   target="cpu_avx2")
+    stripe.compile(src, specs, target="cpu_avx2", check=True)
+    assert len(calls) == 5
+
+
+def test_a_corrupt_compile_cache_entry_is_ignored(cache):
+    import stripe
+
+    src = "function (A[N]) -> (B) { B[i : N] = +(A[i]); }"
+    specs = {"A": ((20,), "float32")}
+    stripe.compile(src, specs, target="cpu_avx2")
+    [entry] = list(cache.glob("_pipeline_*.json"))
+    entry.write_text(entry.read_text().replace("stripe_run", "stripe_ruin"))
+    prog = stripe.compile(src, specs, target="cpu_avx2")
+    assert "void stripe_run" in prog.c_source
+    np.testing.assert_allclose(prog(A=np.ones(20, np.float32))["B"], np.ones(20))
