@@ -286,7 +286,7 @@ class _Emitter:
                 break  # the reduction loop is emitted by lane_loop below
             if pos == 0 and collapse:
                 self.uses_openmp = True
-                self.line(f"#pragma omp parallel for collapse({collapse}) schedule(static)")
+                self.line(f"#pragma omp parallel for collapse({collapse}) schedule(dynamic, 1)")
             lo, hi = self.bound_text(bounds[ix.name], scope)
             if ix.is_passed_in:
                 loc = self.fresh("l")
@@ -379,11 +379,14 @@ class _Emitter:
         kernel for the rows that remain. True when the generic loop nest must follow as the
         ``else`` branch (dead code when no constraint depends on the tile); False, with
         nothing emitted, when some point of the box always fails a constraint."""
-        conds, limits = [], []
+        conds, limits, col_limits = [], [], []
         k_bounds = {ix.name: _Bounds(0, ix.range) for ix in k.ks}
         for c in b.constraints:
             if k.m is not None and microkernel.row_limit(b, c, k.m) is not None:
                 limits.append(f"{self.affine(microkernel.row_limit(b, c, k.m), scope)} + 1")
+                continue
+            if microkernel.row_limit(b, c, k.n) is not None:  # the last columns of a range
+                col_limits.append(f"{self.affine(microkernel.row_limit(b, c, k.n), scope)} + 1")
                 continue
             bound = microkernel.reduction_bound(b, c, k.ks)
             if bound is not None:  # the reduction loop runs over the points in range only
@@ -399,34 +402,89 @@ class _Emitter:
                     return False  # some point always fails: the generic nest decides
                 continue
             conds.append(f"({self.affine(g, scope)} >= 0)")
-        rows = ""
+        rows = cols = ""
         if limits:
             rows = self.fresh("r")
             expr = str(k.mr)
             for lim in limits:
                 expr = f"stripe_imin({expr}, {lim})"
             self.line(f"const int64_t {rows} = {expr};  /* rows of the tile in range */")
-        full = " && ".join(conds + ([f"{rows} == {k.mr}"] if rows else [])) or "1"
+        if col_limits:
+            cols = self.fresh("c")
+            expr = str(k.n.range)
+            for lim in col_limits:
+                expr = f"stripe_imin({expr}, {lim})"
+            self.line(f"const int64_t {cols} = {expr};  /* columns of the tile in range */")
+        full = " && ".join(conds + ([f"{rows} == {k.mr}"] if rows else [])
+                           + ([f"{cols} == {k.n.range}"] if cols else [])) or "1"
         self.open(f"if ({full})", f"micro-kernel {k.mr}x{k.n.range}")
-        self.micro_kernel_body(b, k, outer, scope, k.mr, k_bounds)
+        self.micro_kernel_body(b, k, outer, scope, k.mr, k.nv, k_bounds)
         self.close()
-        if rows and k.mr > 1:
-            part = " && ".join(conds + [f"{rows} >= 1"])
-            self.open(f"else if ({part})", "the last rows")
-            self.open(f"switch ({rows})")
-            for r in range(1, k.mr):
-                self.open(f"case {r}:")
-                self.micro_kernel_body(b, k, outer, scope, r, k_bounds)
+        shapes = [(r, v) for r in range(1, k.mr + 1) for v in range(1, k.nv + 1)
+                  if (r, v) != (k.mr, k.nv) and (rows or r == k.mr) and (cols or v == k.nv)]
+        if shapes or cols:  # a ragged tile: whole vectors of the rows and columns in range,
+            lanes = k.lanes  # then the columns short of a vector as scalar loops
+            r_expr = rows or str(k.mr)
+            v_expr = f"{cols} / {lanes}" if cols else str(k.nv)
+            part = conds + [f"{r_expr} >= 1"] + ([f"{cols} >= 1"] if cols else [])
+            self.open(f"else if ({' && '.join(part)})", "the last rows / columns")
+            self.open(f"switch (({r_expr}) * {k.nv + 1} + {v_expr})")
+            for r, v in shapes:
+                self.open(f"case {r * (k.nv + 1) + v}:")
+                self.micro_kernel_body(b, k, outer, scope, r, v, k_bounds)
                 self.line("break;")
                 self.close()
             self.line("default: break;")
-            self.close(2)
+            self.close()
+            if cols:
+                self.open(f"if ({cols} % {lanes})")
+                self.kernel_tail(b, k, outer, scope, r_expr, f"{cols} / {lanes} * {lanes}",
+                                 cols, k_bounds)
+                self.close()
+            self.close()
         return True
 
     def micro_kernel_body(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
-                          rows: int, k_bounds: dict[str, _Bounds]) -> None:
-        """The first ``rows`` rows of ``k``: accumulators in registers over the reduction."""
+                          rows: int, vecs: int, k_bounds: dict[str, _Bounds]) -> None:
+        """The first ``rows`` rows and ``vecs`` vectors of columns of ``k``: accumulators in
+        registers over the reduction."""
         vt, ct, lanes = k.vector_type, C_TYPES[k.dtype], k.lanes
+        (pa, pb, pc), stride = self.kernel_pointers(b, k, outer, scope)
+        scm, sam = stride("c", k.c, k.m), stride("a", k.a, k.m)
+        acc = [[self.fresh("acc") for _ in range(vecs)] for _ in range(rows)]
+        for i, row in enumerate(acc):
+            for j, name in enumerate(row):
+                self.line(f"{vt} {name}; memcpy(&{name}, {pc} + {i * scm + j * lanes}, "
+                          f"sizeof({vt}));")
+        offs_a, offs_b = [], []
+        for ix in k.ks:
+            v = self.fresh("x")
+            lo, hi = self.bound_text(k_bounds[ix.name], scope)
+            self.open(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v})", comment_name(ix.name))
+            offs_a.append(f" + INT64_C({stride('a', k.a, ix)}) * {v}")
+            offs_b.append(f" + INT64_C({stride('b', k.b, ix)}) * {v}")
+        qa, qb = self.fresh("p"), self.fresh("p")
+        self.line(f"const {ct} *{qa} = {pa}{''.join(offs_a)};")
+        self.line(f"const {ct} *{qb} = {pb}{''.join(offs_b)};")
+        bv = [self.fresh("bv") for _ in range(vecs)]
+        for j, name in enumerate(bv):
+            self.line(f"{vt} {name}; memcpy(&{name}, {qb} + {j * lanes}, sizeof({vt}));")
+        for i, row in enumerate(acc):
+            av = self.fresh("av")
+            self.line(f"const {ct} {av} = {qa}[{i * sam}];")
+            for name, bn in zip(row, bv):
+                self.line(f"{name} += {bn} * {av};")
+        self.close(len(k.ks))
+        for i, row in enumerate(acc):
+            for j, name in enumerate(row):
+                self.line(f"memcpy({pc} + {i * scm + j * lanes}, &{name}, sizeof({vt}));")
+
+    def kernel_pointers(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
+                        ) -> tuple[tuple[str, str, str], Callable[[str, Refinement,
+                                                                   Index | None], int]]:
+        """Declare pointers to the first elements of ``A``, ``B`` and ``C`` (every loop index
+        at 0); return their names and a stride function (role, view, index) -> elements."""
+        ct = C_TYPES[k.dtype]
         zero = {ix.name: 0 for ix in b.idxs if not ix.is_passed_in}
         ptr = {}
         for role, r in (("a", k.a), ("b", k.b), ("c", k.c)):
@@ -444,35 +502,31 @@ class _Emitter:
         def stride(role: str, r: Refinement, ix: Index | None) -> int:
             return 0 if ix is None else microkernel.element_stride(r, ix.name, ptr[role][1])
 
-        pa, pb, pc = ptr["a"][0], ptr["b"][0], ptr["c"][0]
-        scm, sam = stride("c", k.c, k.m), stride("a", k.a, k.m)
-        acc = [[self.fresh("acc") for _ in range(k.nv)] for _ in range(rows)]
-        for i, row in enumerate(acc):
-            for j, name in enumerate(row):
-                self.line(f"{vt} {name}; memcpy(&{name}, {pc} + {i * scm + j * lanes}, "
-                          f"sizeof({vt}));")
-        offs_a, offs_b = [], []
+        return (ptr["a"][0], ptr["b"][0], ptr["c"][0]), stride
+
+    def kernel_tail(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope, rows: str,
+                    first: str, cols: str, k_bounds: dict[str, _Bounds]) -> None:
+        """Columns ``[first, cols)`` of rows ``[0, rows)`` of ``k`` as scalar loops: what a
+        ragged tile leaves after its whole vectors (each element still sums its terms in
+        reduction order)."""
+        ct = C_TYPES[k.dtype]
+        (pa, pb, pc), stride = self.kernel_pointers(b, k, outer, scope)
+        i, j, s = self.fresh("x"), self.fresh("x"), self.fresh("s")
+        self.open(f"for (int64_t {i} = 0; {i} < {rows}; ++{i})")
+        self.open(f"for (int64_t {j} = {first}; {j} < {cols}; ++{j})")
+        c_at = f"{pc}[INT64_C({stride('c', k.c, k.m)}) * {i} + {j}]"
+        self.line(f"{ct} {s} = {c_at};")
+        offs_a, offs_b = [f"INT64_C({stride('a', k.a, k.m)}) * {i}"], [j]
         for ix in k.ks:
             v = self.fresh("x")
             lo, hi = self.bound_text(k_bounds[ix.name], scope)
             self.open(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v})", comment_name(ix.name))
-            offs_a.append(f" + INT64_C({stride('a', k.a, ix)}) * {v}")
-            offs_b.append(f" + INT64_C({stride('b', k.b, ix)}) * {v}")
-        qa, qb = self.fresh("p"), self.fresh("p")
-        self.line(f"const {ct} *{qa} = {pa}{''.join(offs_a)};")
-        self.line(f"const {ct} *{qb} = {pb}{''.join(offs_b)};")
-        bv = [self.fresh("bv") for _ in range(k.nv)]
-        for j, name in enumerate(bv):
-            self.line(f"{vt} {name}; memcpy(&{name}, {qb} + {j * lanes}, sizeof({vt}));")
-        for i, row in enumerate(acc):
-            av = self.fresh("av")
-            self.line(f"const {ct} {av} = {qa}[{i * sam}];")
-            for name, bn in zip(row, bv):
-                self.line(f"{name} += {bn} * {av};")
+            offs_a.append(f"INT64_C({stride('a', k.a, ix)}) * {v}")
+            offs_b.append(f"INT64_C({stride('b', k.b, ix)}) * {v}")
+        self.line(f"{s} += {pa}[{' + '.join(offs_a)}] * {pb}[{' + '.join(offs_b)}];")
         self.close(len(k.ks))
-        for i, row in enumerate(acc):
-            for j, name in enumerate(row):
-                self.line(f"memcpy({pc} + {i * scm + j * lanes}, &{name}, sizeof({vt}));")
+        self.line(f"{c_at} = {s};")
+        self.close(2)
 
     def count_entry(self, b: Block, outer: _Scope) -> None:
         """Run-time counters for one execution of a transfer or stencil block."""

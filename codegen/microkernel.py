@@ -34,8 +34,10 @@ Constraints (the overflow of the last tile, convolution padding) are handled by 
 an affine constraint holds on the whole box of the block's points iff it holds at the box's
 corner that minimises it, so the kernel runs when every constraint holds there and the
 generic loop nest (which tests each point) runs otherwise. A constraint that only bounds the
-``m`` rows from above (the last tile of a range the tile does not divide) instead gives the
-number of rows in range, and a kernel with that many rows runs; one on a single reduction
+``m`` rows or the ``n`` columns from above (the last tile of a range the tile does not
+divide) instead gives the number of rows or columns in range, and a kernel with that many
+rows and whole vectors of columns runs (the columns short of a vector as scalar loops); one
+on a single reduction
 index (the last tile of a split reduction) bounds the kernel's loop over it. Full tiles take
 the fast path, edge tiles a shorter kernel or the exact loop nest; no element outside the
 points of the block is read or written.

@@ -57,10 +57,17 @@ class Options(Selection):
     idx_tag: str = THREAD
     """Tag of the outer block's thread indexes."""
 
+    parts_per_thread: int = 1
+    """Split into up to ``num_threads * parts_per_thread`` shares. The C back end hands the
+    shares out dynamically, so with several per thread a core slowed down by another process
+    (a shared machine) takes fewer of them instead of holding the others back."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
+        if self.parts_per_thread < 1:
+            raise ValueError(f"parts_per_thread must be >= 1, got {self.parts_per_thread}")
         if not self.idx_tag:
             raise ValueError("idx_tag must not be empty")
 
@@ -75,7 +82,7 @@ def _thread(block: Block, site: Site, options: Options) -> Block:
         return block
     if any(THREADS in s.tags for _, s in block.walk()):
         return block  # a child is already threaded (this pass ran on it, children first)
-    sizes = plan(block, options.num_threads, options.idx_tag)
+    sizes = plan(block, options.num_threads * options.parts_per_thread, options.idx_tag)
     if sizes is None:
         return block
     return split_units(block, sizes, site.ancestors, options.idx_tag,

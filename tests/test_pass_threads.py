@@ -224,3 +224,19 @@ def test_c_back_end_agrees(name, cache):
     got, want = prog(**arrays), op.reference(**arrays)
     for out in want:
         np.testing.assert_allclose(got[out], want[out], rtol=op.rtol, atol=op.atol)
+
+
+def test_parts_per_thread_makes_more_shares_than_threads() -> None:
+    import math
+
+    from passcheck import run_and_check
+
+    src = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+    program = lower(src, {"A": ((64, 8), "float32"), "B": ((8, 48), "float32")})
+    after = run_and_check(threads.run, program,
+                          threads.Options(reqs=("contraction",), num_threads=2,
+                                          parts_per_thread=4))
+    [outer] = [b for _, b in after.walk() if "threads" in b.tags]
+    assert math.prod(ix.range for ix in outer.idxs if "thread" in ix.tags) == 8
+    with pytest.raises(ValueError, match="parts_per_thread"):
+        threads.Options(parts_per_thread=0)
