@@ -456,16 +456,10 @@ class _Emitter:
             for j, name in enumerate(row):
                 self.line(f"{vt} {name}; memcpy(&{name}, {pc} + {i * scm + j * lanes}, "
                           f"sizeof({vt}));")
-        offs_a, offs_b = [], []
-        for ix in k.ks:
-            v = self.fresh("x")
-            lo, hi = self.bound_text(k_bounds[ix.name], scope)
-            self.open(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v})", comment_name(ix.name))
-            offs_a.append(f" + INT64_C({stride('a', k.a, ix)}) * {v}")
-            offs_b.append(f" + INT64_C({stride('b', k.b, ix)}) * {v}")
+        offs_a, offs_b = self.reduction_loops(k, k_bounds, stride, scope)
         qa, qb = self.fresh("p"), self.fresh("p")
-        self.line(f"const {ct} *{qa} = {pa}{''.join(offs_a)};")
-        self.line(f"const {ct} *{qb} = {pb}{''.join(offs_b)};")
+        self.line(f"const {ct} *{qa} = {pa}{''.join(' + ' + o for o in offs_a)};")
+        self.line(f"const {ct} *{qb} = {pb}{''.join(' + ' + o for o in offs_b)};")
         bv = [self.fresh("bv") for _ in range(vecs)]
         for j, name in enumerate(bv):
             self.line(f"{vt} {name}; memcpy(&{name}, {qb} + {j * lanes}, sizeof({vt}));")
@@ -504,6 +498,21 @@ class _Emitter:
 
         return (ptr["a"][0], ptr["b"][0], ptr["c"][0]), stride
 
+    def reduction_loops(self, k: MicroKernel, k_bounds: dict[str, _Bounds],
+                        stride: Callable[[str, Refinement, Index | None], int], scope: _Scope,
+                        ) -> tuple[list[str], list[str]]:
+        """Open the kernel's loops over its reduction indexes (in block order, bounded by
+        ``k_bounds``); return the terms of the offsets into ``A`` and ``B`` at that point.
+        The caller closes ``len(k.ks)`` loops."""
+        offs_a, offs_b = [], []
+        for ix in k.ks:
+            v = self.fresh("x")
+            lo, hi = self.bound_text(k_bounds[ix.name], scope)
+            self.open(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v})", comment_name(ix.name))
+            offs_a.append(f"INT64_C({stride('a', k.a, ix)}) * {v}")
+            offs_b.append(f"INT64_C({stride('b', k.b, ix)}) * {v}")
+        return offs_a, offs_b
+
     def kernel_tail(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope, rows: str,
                     first: str, cols: str, k_bounds: dict[str, _Bounds]) -> None:
         """Columns ``[first, cols)`` of rows ``[0, rows)`` of ``k`` as scalar loops: what a
@@ -516,13 +525,9 @@ class _Emitter:
         self.open(f"for (int64_t {j} = {first}; {j} < {cols}; ++{j})")
         c_at = f"{pc}[INT64_C({stride('c', k.c, k.m)}) * {i} + {j}]"
         self.line(f"{ct} {s} = {c_at};")
-        offs_a, offs_b = [f"INT64_C({stride('a', k.a, k.m)}) * {i}"], [j]
-        for ix in k.ks:
-            v = self.fresh("x")
-            lo, hi = self.bound_text(k_bounds[ix.name], scope)
-            self.open(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v})", comment_name(ix.name))
-            offs_a.append(f"INT64_C({stride('a', k.a, ix)}) * {v}")
-            offs_b.append(f"INT64_C({stride('b', k.b, ix)}) * {v}")
+        offs_a, offs_b = self.reduction_loops(k, k_bounds, stride, scope)
+        offs_a.insert(0, f"INT64_C({stride('a', k.a, k.m)}) * {i}")
+        offs_b.insert(0, j)
         self.line(f"{s} += {pa}[{' + '.join(offs_a)}] * {pb}[{' + '.join(offs_b)}];")
         self.close(len(k.ks))
         self.line(f"{c_at} = {s};")
