@@ -109,7 +109,11 @@ def worker_run(args: argparse.Namespace) -> dict:
     systems = [s for s in args.systems.split(",") if s]
     if threads > 1 and "stripe_none" in systems and not args.none_all_threads:
         systems.remove("stripe_none")          # no passes = no `threads` tag: 1 thread anyway
-    result: dict = {"threads": threads, "openblas": _openblas_info(),
+    # After a call, OpenBLAS's worker threads keep spinning for about 0.1 s; a 2-thread
+    # system timed right after numpy then shares its cores with them (measured: a 1024^3
+    # stripe matmul took 39-43 ms right after numpy, 23-25 ms alone or 0.2 s later).
+    settle = args.settle if threads > 1 else 0.0
+    result: dict = {"threads": threads, "openblas": _openblas_info(), "settle_s": settle,
                     "loadavg_before": os.getloadavg(),
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                     "systems": systems, "workloads": {}}
@@ -146,6 +150,8 @@ def worker_run(args: argparse.Namespace) -> dict:
         for _ in range(warmup):
             for s in order:
                 fns[s]()
+        if settle:
+            time.sleep(settle)
         samples: dict[str, list[float]] = {s: [] for s in order}
         for r in range(repeats):
             rot = order[r % len(order):] + order[:r % len(order)]
@@ -153,6 +159,8 @@ def worker_run(args: argparse.Namespace) -> dict:
                 t0 = time.perf_counter()
                 fns[s]()
                 samples[s].append(time.perf_counter() - t0)
+                if s == "numpy" and settle:
+                    time.sleep(settle)  # let OpenBLAS's spinning workers go idle first
         for s in order:
             med = statistics.median(samples[s])
             entry[s].update(median_s=med, min_s=min(samples[s]), samples_s=samples[s],
@@ -201,7 +209,7 @@ def _run_worker(mode: str, args: argparse.Namespace, env: dict[str, str],
     cmd = [sys.executable, "-m", "benchmarks.run", "--worker", mode, "--worker-out", out,
            "--workloads", ",".join(workloads), "--systems", args.systems,
            "--repeats", str(args.repeats), "--warmup", str(args.warmup),
-           "--budget", str(args.budget)]
+           "--budget", str(args.budget), "--settle", str(args.settle)]
     if args.none_all_threads:
         cmd.append("--none-all-threads")
     root = str(Path(__file__).resolve().parent.parent)
@@ -341,7 +349,8 @@ def markdown(res: dict) -> str:
                   f"numpy's OpenBLAS kernel: **{ob.get('corename')}** "
                   f"({ob.get('num_threads')} threads, via {ob.get('via')}); "
                   f"OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE: {run['openblas_env']}; "
-                  f"OMP_WAIT_POLICY={run.get('omp_wait_policy')}; load average before/after "
+                  f"OMP_WAIT_POLICY={run.get('omp_wait_policy')}; pause after each numpy call: "
+                  f"{run.get('settle_s', 0)} s; load average before/after "
                   f"the run: {_load(run.get('loadavg_before'))} / "
                   f"{_load(run.get('loadavg_after'))} (above ~0.1 means another process "
                   f"was using the CPUs).", ""]
@@ -450,6 +459,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds of timed rounds per workload and thread count; slow "
                          "workloads get fewer repeats, never fewer than 3 (default 10)")
     ap.add_argument("--no-compile-times", action="store_true")
+    ap.add_argument("--settle", type=float, default=0.25,
+                    help="seconds to wait after each numpy call before the next system, "
+                         "with 2+ threads, so OpenBLAS's spinning threads are idle "
+                         "(default 0.25)")
     ap.add_argument("--keep-openblas-env", action="store_true",
                     help="keep OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for numpy (default: "
                          "removed in the worker, as they select a slower kernel)")
