@@ -71,7 +71,6 @@ on copy blocks, ``cache_init`` on identity fills.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -253,16 +252,9 @@ def _cacheable(child: Block, r: Refinement, parent: Block, ancestors: tuple[Bloc
         box = poly.footprint(child, r.into, ancestors=ancestors)
     except ValueError:
         return None
-    if options.min_reuse and _points(child) < options.min_reuse * box.elem_count:
+    if options.min_reuse and child.work < options.min_reuse * box.elem_count:
         return None
     return box
-
-
-def _points(block: Block) -> int:
-    """Points run by ``block`` and its descendants (constraints ignored)."""
-    own = math.prod(ix.range for ix in block.idxs if not ix.is_passed_in)
-    subs = block.sub_blocks
-    return own * (sum(_points(b) for b in subs) if subs else 1)
 
 
 def _stores_directly(child: Block, r: Refinement) -> bool:

@@ -57,6 +57,10 @@ class Options(Selection):
     idx_tag: str = THREAD
     """Tag of the outer block's thread indexes."""
 
+    min_work: int = 0
+    """Leave blocks that run fewer points than this (with their children) single-threaded:
+    waking a sleeping thread costs tens of microseconds, more than a small kernel takes."""
+
     parts_per_thread: int = 1
     """Split into up to ``num_threads * parts_per_thread`` shares. The C back end hands the
     shares out dynamically, so with several per thread a core slowed down by another process
@@ -66,6 +70,8 @@ class Options(Selection):
         super().__post_init__()
         if self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
+        if self.min_work < 0:
+            raise ValueError(f"min_work must be >= 0, got {self.min_work}")
         if self.parts_per_thread < 1:
             raise ValueError(f"parts_per_thread must be >= 1, got {self.parts_per_thread}")
         if not self.idx_tag:
@@ -82,6 +88,8 @@ def _thread(block: Block, site: Site, options: Options) -> Block:
         return block
     if any(THREADS in s.tags for _, s in block.walk()):
         return block  # a child is already threaded (this pass ran on it, children first)
+    if block.work < options.min_work:
+        return block
     sizes = plan(block, options.num_threads * options.parts_per_thread, options.idx_tag)
     if sizes is None:
         return block

@@ -311,6 +311,17 @@ class Block:
         return tuple(s for s in self.stmts if isinstance(s, Block))
 
     @property
+    def work(self) -> int:
+        """Points run by this block and its descendants: the product of its own plain
+        index ranges times the sum of its children's work (constraints ignored)."""
+        own = 1
+        for i in self.idxs:
+            if not i.is_passed_in:
+                own *= i.range
+        subs = self.sub_blocks
+        return own * (sum(b.work for b in subs) if subs else 1)
+
+    @property
     def range_product(self) -> int:
         n = 1
         for i in self.idxs:

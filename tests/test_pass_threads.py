@@ -240,3 +240,18 @@ def test_parts_per_thread_makes_more_shares_than_threads() -> None:
     assert math.prod(ix.range for ix in outer.idxs if "thread" in ix.tags) == 8
     with pytest.raises(ValueError, match="parts_per_thread"):
         threads.Options(parts_per_thread=0)
+
+
+def test_min_work_leaves_small_blocks_on_one_thread() -> None:
+    src = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+    program = lower(src, {"A": ((64, 8), "float32"), "B": ((8, 48), "float32")})
+    kernel = next(b for _, b in program.walk() if "contraction" in b.tags)
+    assert kernel.work == 64 * 8 * 48
+    small = threads.run(program, Options(reqs=("contraction",), num_threads=2,
+                                         min_work=kernel.work + 1))
+    assert small is program
+    big = threads.run(program, Options(reqs=("contraction",), num_threads=2,
+                                       min_work=kernel.work))
+    assert any("threads" in b.tags for _, b in big.walk())
+    with pytest.raises(ValueError, match="min_work"):
+        Options(min_work=-1)
