@@ -155,12 +155,17 @@ def worker_run(args: argparse.Namespace) -> dict:
         samples: dict[str, list[float]] = {s: [] for s in order}
         for r in range(repeats):
             rot = order[r % len(order):] + order[:r % len(order)]
+            paused = False
             for s in rot:
+                if paused:
+                    fns[s]()  # untimed: after the pause caches and clocks are cold
+                    paused = False
                 t0 = time.perf_counter()
                 fns[s]()
                 samples[s].append(time.perf_counter() - t0)
                 if s == "numpy" and settle:
                     time.sleep(settle)  # let OpenBLAS's spinning workers go idle first
+                    paused = True
         for s in order:
             med = statistics.median(samples[s])
             entry[s].update(median_s=med, min_s=min(samples[s]), samples_s=samples[s],
