@@ -575,7 +575,8 @@ def describe_configs() -> str:
         mems = ", ".join(f"{m.name} {_bytes(m.size)} line {m.line}" for m in cfg.memories)
         out.append(f"    memories: {mems or '-'}")
         out.append(f"    compute: {cfg.compute.units} units, vector width "
-                   f"{cfg.compute.vector_width} bytes; cflags: {' '.join(cfg.cflags) or '-'}")
+                   f"{cfg.compute.vector_width} bytes, {cfg.compute.vector_registers} vector "
+                   f"registers; cflags: {' '.join(cfg.cflags) or '-'}")
         steps = ", ".join(p.name if p.name == p.type else f"{p.name} ({p.type})"
                           for p in cfg.passes)
         out.append(f"    passes: {steps or '-'}")
