@@ -497,6 +497,13 @@ def _convolve(a: dict[int, float], b: dict[int, float], width: int) -> dict[int,
 
 
 @lru_cache(maxsize=1 << 14)
+def box_lines(extent: tuple[int, ...], strides: tuple[int, ...], isz: int,
+              width: int) -> float:
+    """Lines of ``width`` bytes covered by a box of ``extent`` laid out with ``strides``
+    (elements of ``isz`` bytes) that starts at a line boundary."""
+    return _cache_lines(tuple(extent), tuple(strides), isz, ((0, 1.0),), width)
+
+
 def _cache_lines(extent: tuple[int, ...], strides: tuple[int, ...], isz: int,
                  bases: tuple[tuple[int, float], ...], width: int) -> float:
     """Expected distinct lines of ``width`` bytes covered by a box of ``extent`` laid out

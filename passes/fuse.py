@@ -90,6 +90,7 @@ from stripe.ir import (
     with_field,
 )
 
+from .autotile import box_lines
 from .select import ALL, Selection, Site, rewrite
 
 NAME = "fuse"
@@ -123,6 +124,16 @@ class Options(Selection):
 
     output_match: bool = False
     """Only fuse when every buffer that B writes has the sizes of the intermediate T."""
+
+    max_point_bytes: int = 0
+    """Only fuse when one point of the fused block touches at most this many bytes of
+    whole cache lines (``cache_width`` bytes each), over all its views; 0: no limit. The
+    members then run on data that stays cached from one of them to the next and from one
+    point to its neighbour. A row softmax's row qualifies; a column one, whose point walks a
+    column touching a line per element, does not."""
+
+    cache_width: int = 64
+    """Cache line width in bytes for ``max_point_bytes``."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -523,6 +534,8 @@ def _fuse_group(group: Sequence[Block], driver: Block, t: str, context: tuple[Bl
     views = _fused_views(placed, shell, context)
     if views is None or not _points_independent(placed, views, fidxs):
         return None
+    if options.max_point_bytes and _point_bytes(views, options) > options.max_point_bytes:
+        return None
     members = [_shift(m.block, views) for m in placed]
     parent = context[-1]
     refs = tuple(views[r.into].ref for r in parent.refs if r.into in views)
@@ -582,6 +595,14 @@ def _view(decl: Refinement, uses: list[tuple[Refinement, poly.Box | None]],
                      aggs.pop() if len(aggs) == 1 else AggOp.ASSIGN,
                      first.location, first.offset, first.is_const, tags)
     return _View(ref, box.lo)
+
+
+def _point_bytes(views: Mapping[str, _View], options: Options) -> float:
+    """Bytes of the cache lines that one fused point touches through its views (each box
+    counted from a line boundary)."""
+    width = options.cache_width
+    return sum(width * box_lines(v.ref.shape.sizes, v.ref.shape.strides,
+                                 v.ref.dtype.itemsize, width) for v in views.values())
 
 
 def _shift(k: Block, views: Mapping[str, _View]) -> Block:

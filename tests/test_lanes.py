@@ -71,3 +71,26 @@ def test_a_sum_of_a_product_along_rows(rng):
     prog = run(src, {"A": a, "B": b})
     assert "per lane" in prog.c_source
     np.testing.assert_allclose(prog(A=a, B=b)["O"], (a * b).sum(axis=1), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("y", [16, 37, 1000])
+def test_a_fused_softmax_row_reduces_in_lanes_while_it_stores_the_row(rng, y):
+    # cpu_avx2 fuses the row max, exp(I - M), the row sum and the division into one block
+    # per row; the block computing E = exp(I - M) also sums E into S. S runs in lanes, the
+    # stores of E stay point by point (one pass, nothing reordered but the sum).
+    src = """function (I[X, Y]) -> (O) {
+        M[x, 0 : X, 1] = >(I[x, y]);
+        E = exp(I - M);
+        S[x, 0 : X, 1] = +(E[x, y]);
+        O = E / S;
+    }"""
+    x = (rng.standard_normal((7, y)) * 4).astype(np.float32)
+    prog = stripe.compile(src, {"I": x}, target="cpu_avx2")
+    fused = [b for _, b in prog.ir.walk() if "kernel_1" in b.name and "+" in b.name]
+    assert fused, "the softmax was not fused"
+    assert "partial S per lane" in prog.c_source and "partial M per lane" in prog.c_source
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    got = prog(I=x)["O"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got, interpret(prog.ir, {"I": x})["O"], rtol=1e-5, atol=1e-7)

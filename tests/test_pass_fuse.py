@@ -819,3 +819,36 @@ def test_the_documented_example_is_real_output():
     shown = [print_ir(b).strip() for b in (program.stmts[0], fused.stmts[0],
                                            final.stmts[0].stmts[0])]
     assert [b.strip() for b in blocks] == shown
+
+
+# max_point_bytes -----------------------------------------------------------------------------
+
+ROW_NORM = """
+function (I[X, Y]) -> (O) {
+    S[x, 0 : X, 1] = +(I[x, y]);
+    O = I / S;
+}"""
+
+COLUMN_NORM = """
+function (I[X, Y]) -> (O) {
+    S[0, y : 1, Y] = +(I[x, y]);
+    O = I / S;
+}"""
+
+
+def test_max_point_bytes_fuses_rows_but_not_columns():
+    # A point of the fused row block touches a 1024-element row of I and of O (64 lines
+    # each) and one line of S: 129 lines. A point of the fused column block touches a
+    # column of I and of O, a line per element: 2 * 512 lines, and one line of S.
+    arrays = {"I": ((512, 1024), "float32")}
+    rows, cols = lower(ROW_NORM, arrays), lower(COLUMN_NORM, arrays)
+    assert fuse.run(rows, Options(max_point_bytes=129 * 64)) is not rows
+    assert fuse.run(rows, Options(max_point_bytes=129 * 64 - 1)) is rows
+    assert fuse.run(cols, Options(max_point_bytes=1025 * 64)) is not cols
+    assert fuse.run(cols, Options(max_point_bytes=1025 * 64 - 1)) is cols
+    # the line width counts: 32-byte lines make the row 2 * 64 + 1 = 257 of them
+    assert fuse.run(rows, Options(max_point_bytes=257 * 32, cache_width=32)) is not rows
+    assert fuse.run(rows, Options(max_point_bytes=257 * 32 - 1, cache_width=32)) is rows
+    fused = fuse_and_check(lower(ROW_NORM, {"I": ((5, 37), "float32")}),
+                           Options(max_point_bytes=4096))
+    assert [b.name for b in main_stmts(fused)] == ["kernel_1+kernel_2"]
