@@ -410,20 +410,45 @@ def _guard(copy: Block, ancestors: tuple[Block, ...]) -> Block | None:
             return copy
         parent = ancestors[-1]
         chain = _ref_chain(ancestors, copy)
-        if len(chain) < 3:
-            return None
-        view, sizes = chain[-2], chain[-3].shape.sizes
+        names = _names_in_parent(ancestors, len(chain) - 2)
         passed = tuple(Index(n, 1, Affine.of(n)) for n in parent.idx_names)
         guarded = copy.replace(idxs=copy.idxs + passed)
-        cons = []
-        for a, k, n in zip(view.access, copy.refs[0].access, sizes):
-            for c in (a + k, n - 1 - a - k):
-                if not poly.implied_in(ancestors + (guarded,), c):
-                    cons.append(c)
+        cons: list[Affine] = []
+        for j in bad:  # the copy's element, summed from chain[j] down, inside chain[j - 1]
+            coords = list(copy.refs[0].access)
+            for k in range(j, len(chain) - 1):
+                mapping = names[len(chain) - 2 - k]
+                for d, a in enumerate(chain[k].access):
+                    if any(v not in mapping for v in a.vars()):
+                        return None  # an index of that level the parent does not receive
+                    coords[d] = coords[d] + a.substitute(mapping)
+            for c, n in zip(coords, chain[j - 1].shape.sizes):
+                for e in (c, n - 1 - c):
+                    if e not in cons and not poly.implied_in(ancestors + (guarded,), e):
+                        cons.append(e)
         guarded = _prune_passed(guarded.replace(constraints=tuple(cons)))
         return guarded if not _outside(ancestors, guarded) else None
     except ValueError:  # unbounded (depends on parameters outside the tree)
         return None
+
+
+def _names_in_parent(ancestors: tuple[Block, ...], levels: int) -> list[dict[str, Affine]]:
+    """For the parent (``ancestors[-1]``) and the ``levels - 1`` blocks above it, each
+    level's indexes as affines of the parent's: its own, then, going up, every index that a
+    passed-in index of the level below follows one to one (``p = g + c:1`` gives
+    ``g = p - c``, ``p = -g + c`` gives ``g = c - p``). Indexes that reach the parent no
+    other way are missing."""
+    maps = [{n: Affine.of(n) for n in ancestors[-1].idx_names}]
+    for i in range(1, min(levels, len(ancestors))):
+        below, up = ancestors[-i], {}
+        for ix in below.idxs:
+            a = ix.affine
+            if (ix.is_passed_in and ix.name in maps[-1] and len(a.terms) == 1
+                    and a.terms[0][1] in (1, -1)):
+                g, c = a.terms[0]
+                up.setdefault(g, (maps[-1][ix.name] - a.const) * c)
+        maps.append(up)
+    return maps
 
 
 def _prune_passed(copy: Block) -> Block:

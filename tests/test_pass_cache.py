@@ -12,7 +12,7 @@ from ops_catalog import OPS_BY_NAME, random_inputs
 from passcheck import blocks, run_and_check
 
 from stripe import lower, parse_ir, print_ir, tags, verify
-from stripe.compiler import compile_program
+from stripe.compiler import compile, compile_program
 from stripe.config import load_config
 from stripe.ir import Block, Location
 from stripe.passes import autotile, cache
@@ -550,3 +550,26 @@ def test_negative_row_pad_and_reuse_are_refused() -> None:
         Options(row_pad=-1)
     with pytest.raises(ValueError, match="min_reuse"):
         Options(min_reuse=-1.0)
+
+
+@pytest.mark.parametrize("m, n, k", [(250, 512, 300), (1000, 260, 130)])
+def test_a_tile_that_overhangs_two_levels_up_is_copied_with_a_guard(rng, m, n, k):
+    # cpu_avx2 fuses the bias and relu into the tile loop of the matmul: the tile over m is
+    # the fused block, and the reduction over the tiles of k runs inside it, so the last
+    # tile's rows of A overhang the matrix in the fused block's view, two levels above the
+    # copy. The copy gets the fused block's m passed in and a constraint that stops it at
+    # the last row.
+    src = """function (A[M, K], B[K, N], Bias[N]) -> (O) {
+        C[m, n : M, N] = +(A[m, k] * B[k, n]);
+        O = max(C + Bias, 0.0);
+    }"""
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    prog = compile(src, {"A": a, "B": b, "Bias": bias}, target="cpu_avx2")
+    copies = [blk for _, blk in prog.ir.walk() if blk.name.endswith("cache_in_A")]
+    assert copies and all(blk.constraints for blk in copies)
+    assert any("+" in blk.name for _, blk in prog.ir.walk())  # the epilogue is fused
+    want = np.maximum(a @ b + bias, 0)
+    got = prog(A=a, B=b, Bias=bias)["O"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
