@@ -135,6 +135,15 @@ class Options(Selection):
     cache_width: int = 64
     """Cache line width in bytes for ``max_point_bytes``."""
 
+    max_shared_bytes: int = 0
+    """Only fuse when every buffer that distinct points of the fused block read in
+    overlapping boxes (data reused across points: a matmul's rows and columns, a
+    convolution's weights and halo) is at most this many bytes (the whole view of the
+    parent); 0: no limit. Reused data that does not fit in cache is better served by tiling
+    the producer than by running it point by point: a matmul or a convolution stays
+    unfused, while a layer norm's sum of squares (each row read by one point) and its
+    broadcast scale and bias vectors (4 KiB) fuse."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         Selection(self.parent_reqs)  # the same rule for 'all'
@@ -536,6 +545,9 @@ def _fuse_group(group: Sequence[Block], driver: Block, t: str, context: tuple[Bl
         return None
     if options.max_point_bytes and _point_bytes(views, options) > options.max_point_bytes:
         return None
+    if options.max_shared_bytes and _shared_bytes(views, fidxs, context[-1]) > \
+            options.max_shared_bytes:
+        return None
     members = [_shift(m.block, views) for m in placed]
     parent = context[-1]
     refs = tuple(views[r.into].ref for r in parent.refs if r.into in views)
@@ -603,6 +615,20 @@ def _point_bytes(views: Mapping[str, _View], options: Options) -> float:
     width = options.cache_width
     return sum(width * box_lines(v.ref.shape.sizes, v.ref.shape.strides,
                                  v.ref.dtype.itemsize, width) for v in views.values())
+
+
+def _shared_bytes(views: Mapping[str, _View], fidxs: Sequence[Index], parent: Block) -> int:
+    """The largest buffer (the parent's whole view of it, in bytes) that distinct fused
+    points read in overlapping boxes; 0 when there is none."""
+    largest = 0
+    for x, v in views.items():
+        if not (v.ref.dir.reads or v.ref.dir is RefDir.NONE):
+            continue
+        if poly.points_disjoint(fidxs, (), v.ref.access, v.ref.shape.sizes):
+            continue
+        decl = parent.ref(x)
+        largest = max(largest, decl.shape.elem_count * decl.dtype.itemsize)
+    return largest
 
 
 def _shift(k: Block, views: Mapping[str, _View]) -> Block:

@@ -852,3 +852,25 @@ def test_max_point_bytes_fuses_rows_but_not_columns():
     fused = fuse_and_check(lower(ROW_NORM, {"I": ((5, 37), "float32")}),
                            Options(max_point_bytes=4096))
     assert [b.name for b in main_stmts(fused)] == ["kernel_1+kernel_2"]
+
+
+def test_max_shared_bytes_keeps_a_matmul_apart_but_fuses_a_layer_norm():
+    # the matmul's consumer is driven point by point; A's rows and B's columns are read by
+    # many points: 4x3 and 3x5 float32 are 48 and 60 bytes
+    gemm = parse_ir(GEMM_BIAS_RELU)
+    assert fuse.run(gemm, Options(max_shared_bytes=59)).stmts == fuse.run(
+        gemm, Options(perfect=True)).stmts  # only the elementwise pair fuses
+    assert len(main_stmts(fuse_and_check(gemm, Options(max_shared_bytes=60)))) == 1
+    # a layer norm: every row is read by one point; the scale and bias vectors (37 float32,
+    # 148 bytes) by all of them
+    src = """function (X[N, C], G[C], Bias[C]) -> (O) {
+        S[n, 0 : N, 1] = +(X[n, c]);
+        D = X - S / C;
+        V[n, 0 : N, 1] = +(D[n, c] * D[n, c]);
+        O = D / sqrt(V / C + 0.00001) * G + Bias;
+    }"""
+    program = lower(src, {"X": ((5, 37), "float32"), "G": ((37,), "float32"),
+                          "Bias": ((37,), "float32")})
+    fused = fuse_and_check(program, Options(max_shared_bytes=148))
+    assert len(main_stmts(fused)) == 1
+    assert len(main_stmts(fuse.run(program, Options(max_shared_bytes=147)))) > 1
