@@ -38,7 +38,9 @@ constraints:
 4. **Padding.** Per candidate buffer ``B`` (sizes ``S``), the halo before and after each
    dimension comes from the exact bounds of the candidate accesses over the new domain. A
    buffer that needs no halo is left alone. A buffer whose padded copy would exceed
-   ``(1 + max_overhead) * elements`` is not padded (and step 3 is redone without it).
+   ``(1 + max_overhead) * elements``, or that the kernel reads fewer than ``min_reuse``
+   times per element of the copy (its points over the copy's elements), is not padded (and
+   step 3 is redone without it).
 
 The rewrite, when some constraint can go: ``P`` gets a dense buffer ``B_pad`` (a ``main``
 block's view of a new ``tmp`` allocation of the program root, or a new allocation of ``P``
@@ -102,6 +104,12 @@ class Options(Selection):
     max_overhead: float = 0.25
     """Largest growth of a padded copy over its buffer, as a fraction of its elements."""
 
+    min_reuse: float = 0.0
+    """Pad a buffer only when the kernel runs at least this many points per element of the
+    padded copy: filling and copying it costs about two passes over it, which a kernel that
+    reads each element only a few times (a depthwise convolution: 9) does not win back by
+    losing its bounds tests, while a dense convolution (hundreds) does."""
+
     finite_math: bool = True
     """Assume float data is finite: ``0 * x == 0`` and ``-inf + x == -inf``. Without it, only
     pad values that pass through unchanged (``>(I)``, ``+(I)``) are used for floats."""
@@ -110,6 +118,8 @@ class Options(Selection):
         super().__post_init__()
         if self.max_overhead < 0:
             raise ValueError(f"max_overhead must be >= 0, got {self.max_overhead}")
+        if self.min_reuse < 0:
+            raise ValueError(f"min_reuse must be >= 0, got {self.min_reuse}")
 
 
 def run(block: Block, options: Options) -> Block:
@@ -428,7 +438,8 @@ def _paddings(path: tuple[Block, ...], kernel: Block, dropped: tuple[int, ...],
         if not any(before) and not any(after):
             continue
         padded = int(np.prod([s + a + b for s, a, b in zip(sizes, before, after)]))
-        if padded > (1 + options.max_overhead) * int(np.prod(sizes)):
+        if (padded > (1 + options.max_overhead) * int(np.prod(sizes))
+                or kernel.work < options.min_reuse * padded):
             too_big.add(buf)
             continue
         out.append(Padding(buf, tuple(names), before, after, values[names[0]]))

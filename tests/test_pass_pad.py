@@ -125,6 +125,16 @@ def test_the_overhead_budget_and_the_refs_option_can_refuse():
     assert_unchanged(conv_program(), max_overhead=0.5, reqs=("eltwise",))
 
 
+def test_min_reuse_refuses_a_kernel_that_reads_the_copy_too_few_times():
+    # 18 points (6 outputs x 3 taps) over the 8 elements of the padded copy: 2.25 each
+    padded = run(parse_ir(conv_program()), max_overhead=0.5, min_reuse=2.25)
+    assert [k.name for k in kernels(padded)][-1] == "conv"
+    assert any("pad" in k.tags for k in kernels(padded))
+    assert_unchanged(conv_program(), max_overhead=0.5, min_reuse=2.26)
+    with pytest.raises(ValueError, match="min_reuse"):
+        pad.Options(min_reuse=-1)
+
+
 def fused_program(body: str, pad_alloc: str = "") -> str:
     """The convolution reading ``T = I * I``, a buffer local to the ``fused`` block."""
     return f"""#program block []:1 ( // prog
