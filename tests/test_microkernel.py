@@ -129,6 +129,16 @@ def test_padded_convolution(tmp_path, rng, pad, size, ci, co):
     check(CONV, {"I": x, "F": f}, conv_ref(x, f), config(tmp_path, pad=pad), out="O")
 
 
+@pytest.mark.parametrize("co", [48, 40, 61])
+def test_cpu_avx2_takes_the_4x24_kernel_on_7_pixel_rows(rng, co):
+    # 7 rows: 4 + 3 (4x24) waste less than 6 + 1 (6x16); 40 and 61 channels leave ragged
+    # columns (a whole vector, then scalars)
+    x = rng.standard_normal((1, 7, 7, 24)).astype(np.float32)
+    f = rng.standard_normal((3, 3, 24, co)).astype(np.float32)
+    prog = check(CONV, {"I": x, "F": f}, conv_ref(x, f), "cpu_avx2", out="O")
+    assert "micro-kernel 4x24" in prog.c_source
+
+
 def test_float64_uses_four_lanes(tmp_path, rng):
     a = rng.standard_normal((11, 19))
     b = rng.standard_normal((19, 24))
