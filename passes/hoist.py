@@ -1,0 +1,210 @@
+"""hoist: run a copy block once per value of the tile indexes it depends on, not per tile.
+
+What it does: in every selected block P (typically the outer block over L2 tiles, whose
+statements are the copies that ``cache`` made and the tile's computation), a child block
+C tagged with one of ``stmt_tags`` (``cache_in``: a copy into a packed buffer) that depends
+only on the *leading* indexes of P is moved out of the loops over the others. P becomes
+
+- **P'**, with P's passed-in indexes and its leading indexes ``O`` (the shortest prefix of
+  P's indexes holding every index the hoisted blocks depend on), P's views (a view whose
+  access uses an index that is no longer P's is widened to the box over all its values),
+  the allocations the hoisted blocks write, the hoisted blocks, then
+- **Q** (``<P>_rest``, tags ``inner_set``), with the remaining indexes of P, ``O`` passed
+  in (``m = m:1``), a view of each of P' 's views and allocations that it uses (the widened
+  ones moved back by the box's origin), P's other allocations and the other statements.
+
+C's indexes depend on P's through its passed-in indexes and through the views of P it
+reads, whose accesses use P's indexes; that set is ``D(C)``. Because the loop order of P is
+its index order and ``O`` is a prefix of it, nothing runs in another order than before:
+only the copies that would have been repeated with identical results are skipped (a tile
+of ``A`` packed once per row of tiles of a ``2048x347 @ 347x2048`` matmul instead of once
+per tile). Among the prefixes, the one that skips the most copied points is taken.
+
+Preconditions: valid IR. Legality (all checked; otherwise P is left alone): P has no
+constraints (a hoisted copy would run for points the constraints skip); C reads only views
+of P that P only reads (``in``), so its result depends on nothing P writes; C writes only
+allocations of P that no other statement of P writes; and C comes before every statement
+that reads what it writes (P's statements run in order, so moving C to the start keeps each
+reader after it). An allocation is private to a point of the block declaring it: moved to
+P', it is shared by the points of Q that read it, which only read it.
+
+Postconditions: the same outputs for every input; P's total work drops by the skipped
+copies. Tags read: ``reqs``/``exclude`` (the blocks P), ``stmt_tags`` (the blocks C).
+Tags set: ``inner_set`` on Q.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from stripe.affine import Affine
+from stripe.ir import Block, Index, Load, RefDir, Refinement, Special, Statement, Store, with_field
+
+from .select import Selection, Site, rewrite
+
+NAME = "hoist"
+
+
+@dataclass(frozen=True)
+class Options(Selection):
+    """Options of ``hoist``: the blocks P whose children move, and which children may."""
+
+    stmt_tags: tuple[str, ...] = ("cache_in",)
+    """Tags of the child blocks that may move out (any one of them)."""
+
+    inner_set: tuple[str, ...] = ()
+    """Tags added to the inner block Q."""
+
+
+def run(block: Block, options: Options) -> Block:
+    """Hoist invariant copies out of the trailing loops of every selected block."""
+    return rewrite(block, options, lambda b, site: _hoist(b, site, options), order="post")
+
+
+def _hoist(p: Block, site: Site, options: Options) -> Block:
+    if p.constraints or site.parent is None:
+        return p
+    plain = [i for i in p.idxs if not i.is_passed_in]
+    candidates = [k for k, s in enumerate(p.stmts)
+                  if isinstance(s, Block) and not s.tags.isdisjoint(options.stmt_tags)
+                  and _movable(p, k)]
+    best: tuple[int, int, list[int]] | None = None  # (saved points, -prefix, statements)
+    for n in range(1, len(plain)):
+        outer = {i.name for i in plain[:n]}
+        repeats = math.prod(i.range for i in plain[n:])
+        if repeats <= 1:
+            continue
+        moved = [k for k in candidates if _depends(p, p.stmts[k]) & {i.name for i in plain}
+                 <= outer]
+        saved = sum(p.stmts[k].work for k in moved) * (repeats - 1)  # type: ignore[union-attr]
+        if moved and (best is None or (saved, -n) > best[:2]):
+            best = (saved, -n, moved)
+    if best is None:
+        return p
+    return _split(p, -best[1], best[2], options)
+
+
+def _depends(p: Block, c: Statement) -> set[str]:
+    """The indexes of ``p`` that child block ``c`` depends on."""
+    assert isinstance(c, Block)
+    names = set(p.idx_names)
+    out: set[str] = set()
+    for i in c.idxs:
+        out |= set(i.affine.vars()) & names
+    for r in c.refs:
+        if not r.is_alloc and p.has_ref(r.from_):
+            for a in p.ref(r.from_).access:
+                out |= set(a.vars()) & names
+    return out
+
+
+def _movable(p: Block, k: int) -> bool:
+    c = p.stmts[k]
+    assert isinstance(c, Block)
+    written: list[str] = []
+    for r in c.refs:
+        if r.is_alloc or not p.has_ref(r.from_):
+            continue
+        decl = p.ref(r.from_)
+        if r.dir.writes or r.dir is RefDir.NONE:
+            if not decl.is_alloc or r.dir.reads:
+                return False
+            written.append(r.from_)
+        elif not decl.is_alloc and decl.dir is not RefDir.IN:
+            return False  # reads something P may write
+        elif decl.is_alloc:
+            return False  # reads a buffer of P's points that other statements fill
+    for j, s in enumerate(p.stmts):
+        uses = _touches(s)
+        for name in written:
+            if name not in uses:
+                continue
+            if j != k and uses[name][1]:
+                return False  # another writer
+            if j < k:
+                return False  # a reader (or writer) before the copy
+    return bool(written)
+
+
+def _touches(s: Statement) -> dict[str, tuple[bool, bool]]:
+    """The parent's buffers a statement touches: name -> (reads, writes)."""
+    if isinstance(s, Block):
+        out: dict[str, tuple[bool, bool]] = {}
+        for v in s.refs:
+            if not v.is_alloc:
+                none = v.dir is RefDir.NONE
+                r, w = out.get(v.from_, (False, False))
+                out[v.from_] = (r or v.dir.reads or none, w or v.dir.writes or none)
+        return out
+    if isinstance(s, Load):
+        return {s.from_: (True, False)}
+    if isinstance(s, Store):
+        return {s.into: (False, True)}
+    if isinstance(s, Special):
+        out = {x: (True, False) for x in s.inputs}
+        for x in s.outputs:
+            out[x] = (x in out, True)
+        return out
+    return {}
+
+
+def _split(p: Block, n: int, moved: list[int], options: Options) -> Block:
+    plain = [i for i in p.idxs if not i.is_passed_in]
+    inner = plain[n:]
+    inner_names = {i.name for i in inner}
+    ranges = {i.name: i.range for i in inner}
+    kept_idxs = tuple(i for i in p.idxs if i.name not in inner_names)
+    hoisted = [p.stmts[k] for k in moved]
+    rest = [s for k, s in enumerate(p.stmts) if k not in set(moved)]
+    shared = {r.from_ for s in hoisted for r in s.refs  # type: ignore[union-attr]
+              if not r.is_alloc and p.has_ref(r.from_) and p.ref(r.from_).is_alloc}
+    used_by_rest: set[str] = set()
+    for s in rest:
+        used_by_rest |= set(_touches(s))
+    outer_refs: list[Refinement] = []
+    inner_refs: list[Refinement] = []
+    for r in p.refs:
+        if r.is_alloc and r.into not in shared:
+            inner_refs.append(r)  # an allocation only the remaining statements use
+            continue
+        if r.is_alloc:
+            outer_refs.append(r)
+            if r.into in used_by_rest:
+                inner_refs.append(Refinement(RefDir.IN, r.into, r.into,
+                                             tuple(Affine() for _ in r.access), r.shape,
+                                             location=r.location, tags=r.tags))
+            continue
+        wide, rel = _widen(r, ranges)
+        outer_refs.append(wide)
+        if r.into in used_by_rest:
+            inner_refs.append(with_field(r, from_=r.into, access=rel))
+    passed = tuple(Index(i.name, 1, Affine.of(i.name)) for i in kept_idxs)
+    q = Block(name=f"{p.name}_rest" if p.name else "", idxs=tuple(inner) + passed,
+              refs=tuple(inner_refs), stmts=tuple(rest),
+              tags=frozenset(options.inner_set), location=p.location)
+    return p.replace(idxs=kept_idxs, refs=tuple(outer_refs), stmts=tuple(hoisted) + (q,))
+
+
+def _widen(r: Refinement, ranges: dict[str, int]) -> tuple[Refinement, tuple[Affine, ...]]:
+    """``r`` widened to the box over every value of the indexes in ``ranges``, and the
+    access, relative to that box, of the original view."""
+    access, rel, sizes = [], [], []
+    for a, size in zip(r.access, r.shape.sizes):
+        moving = [(x, c) for x, c in a.terms if x in ranges]
+        if not moving:
+            access.append(a)
+            rel.append(Affine())
+            sizes.append(size)
+            continue
+        low = sum(min(0, c * (ranges[x] - 1)) for x, c in moving)
+        span = sum(abs(c) * (ranges[x] - 1) for x, c in moving)
+        fixed = Affine(tuple((x, c) for x, c in a.terms if x not in ranges), a.const + low)
+        access.append(fixed)
+        rel.append(Affine(tuple(moving), -low))
+        sizes.append(size + span)
+    wide = with_field(r, access=tuple(access), shape=r.shape.with_sizes(tuple(sizes)))
+    return wide, tuple(rel)
+
+
+__all__ = ["NAME", "Options", "run"]

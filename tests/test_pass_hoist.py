@@ -1,0 +1,115 @@
+"""hoist: copies move out of the trailing tile loops they do not depend on; the meaning stays
+(verifier and interpreter before and after, C against numpy)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from passcheck import blocks, run_and_check
+
+from stripe import lower, print_ir
+from stripe.affine import Affine
+from stripe.compiler import compile_program
+from stripe.config import load_config
+from stripe.ir import Block
+from stripe.passes import REGISTRY, hoist
+from stripe.passes.hoist import Options
+from stripe.passes.manager import run_pipeline
+from stripe.passes.select import Site
+
+MATMUL = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+
+
+def packed(tmp_path, m: int, k: int, n: int, max_total: int = 4096) -> Block:
+    """The matmul tiled (k kept whole below 8) and its tiles' inputs packed."""
+    cfg = tmp_path / "pack.yaml"
+    cfg.write_text(f"""target: hoist_test
+extends: cpu_generic
+passes:
+  - {{name: tile, type: autotile, options: {{reqs: [contraction], outer_set: [tiles],
+      inner_set: [tile], min_split_range: 8, max_total_size: {max_total}}}}}
+  - {{name: pack, type: cache, options: {{reqs: [tile], dirs: [in], mem_loc: L2,
+      xfer_loc: CPU}}}}
+""")
+    program = lower(MATMUL, {"A": ((m, k), "float32"), "B": ((k, n), "float32")})
+    final, _ = run_pipeline(program, load_config(str(cfg)), verify=True)
+    return final
+
+
+def tile_loop(program: Block) -> Block:
+    (outer,) = blocks(program, "tiles")
+    return outer
+
+
+def test_the_copy_of_a_row_tile_runs_once_per_row_of_tiles(tmp_path):
+    before = packed(tmp_path, 40, 7, 61)
+    p = tile_loop(before)
+    assert p.idx_names == ("m", "n")
+    after = run_and_check(hoist.run, before, Options(reqs=("tiles",), inner_set=("rest",)))
+    p2 = tile_loop(after)
+    assert p2.idx_names == ("m",)
+    copy, q = p2.stmts
+    assert isinstance(copy, Block) and copy.name.endswith("cache_in_A")
+    assert isinstance(q, Block) and q.tags == {"rest"} and q.idx_names == ("n", "m")
+    assert q.idx("m").is_passed_in and not q.idx("n").is_passed_in
+    assert [s.name for s in q.sub_blocks][0].endswith("cache_in_B")
+    # the packed tile of A now belongs to the row of tiles; the view of B covers every n
+    assert p2.ref("A_l2").is_alloc and q.ref("A_l2").from_ == "A_l2"
+    assert p2.ref("B").shape.sizes == (7, 64) and q.ref("B").shape.sizes == (7, 32)
+    assert p2.work < p.work  # A is copied 2 times instead of 4
+    assert print_ir(hoist.run(before, Options(reqs=("tiles",)))) == print_ir(
+        hoist.run(before, Options(reqs=("tiles",))))
+
+
+@pytest.mark.parametrize("m,k,n", [(40, 7, 61), (13, 5, 100), (64, 3, 9)])
+def test_hoisted_programs_run_in_c(tmp_path, rng, m, k, n):
+    after = hoist.run(packed(tmp_path, m, k, n), Options(reqs=("tiles",)))
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    got = compile_program(after)(A=a, B=b)["C"]
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_copy_that_depends_on_the_last_index_stays(tmp_path):
+    # a reduction tiled too: A's tile depends on (m, k), B's on (k, n), with k last
+    before = packed(tmp_path, 40, 64, 48, max_total=2048)
+    p = tile_loop(before)
+    assert p.idx_names[-1] == "k"
+    assert hoist.run(before, Options(reqs=("tiles",))) is before
+
+
+def test_refusals(tmp_path):
+    before = packed(tmp_path, 40, 7, 61)
+    p = tile_loop(before)
+    # only blocks with the given tags move
+    assert hoist.run(before, Options(reqs=("tiles",), stmt_tags=("none",))) is before
+    # a constraint on the tile loop would skip copies the hoisted one does for every point
+    guarded = p.replace(constraints=(Affine.of("m"),))
+    assert hoist._hoist(guarded, _site(before, p), Options()) is guarded
+    # a copy whose destination another statement also writes stays
+    stmts = list(p.stmts)
+    dup = stmts[0]
+    assert isinstance(dup, Block)
+    twice = p.replace(stmts=(stmts[0], dup.replace(name="again"), *stmts[1:]))
+    assert hoist._hoist(twice, _site(before, p), Options()) is twice
+
+
+def _site(program: Block, p: Block) -> Site:
+    main = program.stmts[0]
+    assert isinstance(main, Block)
+    return Site((program, main), "program/main/" + p.name)
+
+
+def test_the_pass_is_registered_with_documented_options():
+    info = REGISTRY["hoist"]
+    assert set(info.option_docs) >= {"stmt_tags", "inner_set", "reqs", "exclude"}
+
+
+def test_the_documented_example_is_real_output(tmp_path):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "pass_hoist.md").read_text()
+    shown = [part.split("```")[0] for part in text.split("```stripe\n")[1:]]
+    before = packed(tmp_path, 40, 7, 61)
+    after = hoist.run(before, Options(reqs=("tiles",)))
+    assert shown == [print_ir(tile_loop(before)), print_ir(tile_loop(after))]
