@@ -281,9 +281,15 @@ class _Emitter:
         if versioned:  # the kernel ran unless a constraint fails somewhere in the box
             self.open("else")
             opened += 1
+        row = (row_accumulator(b, loops, bounds, guards)
+               if lanes is None and kernel is None and not threaded and not scope.in_transfer
+               else None)
+        acc = None
         for pos, ix in enumerate(loops):
             if lanes is not None and pos == len(loops) - 1:
                 break  # the reduction loop is emitted by lane_loop below
+            if row is not None and pos == row[0]:
+                acc, acc_opened = self.row_start(row[1], bounds[loops[-1].name], scope), opened
             if pos == 0 and collapse:
                 self.uses_openmp = True
                 self.line(f"#pragma omp parallel for collapse({collapse}) schedule(dynamic, 1)")
@@ -311,6 +317,16 @@ class _Emitter:
             self.line("int64_t stripe_lc[STRIPE_NSTATS] = {0};")
         if lanes is not None:
             self.lane_loop(b, loops[-1], bounds[loops[-1].name], lanes, outer, scope, path)
+        elif acc is not None and row is not None:
+            w, c = row[1], loops[-1]
+            target = f"{acc[0]}[{scope.idx[c.name]} - {acc[1]}]"
+            inner = _Scope(scope.idx, scope.refs, scope.scalars, scope.in_transfer,
+                           {**scope.redirect, w.into: (target, w.dtype, w.agg_op)})
+            self.views(b, outer, inner, path)
+            self.body_of(b, inner, path)
+            self.close(opened - acc_opened)
+            opened = acc_opened
+            self.row_end(w, c, acc, outer, scope)
         else:
             self.views(b, outer, scope, path)
             self.body_of(b, scope, path)
@@ -322,6 +338,35 @@ class _Emitter:
         self.close(opened)
         for text in frees if not threaded else ():
             self.line(text)
+        self.close()
+
+    def row_start(self, w: Refinement, bound: _Bounds, scope: _Scope) -> tuple[str, str, str]:
+        """Declare the accumulator row of ``w`` (see :func:`row_accumulator`) over the
+        innermost loop's range, filled with the aggregation's identity; (array, first
+        value, end value) in C."""
+        acc = self.fresh("r")
+        lo, hi = self.bound_text(bound, scope)
+        first, end = self.fresh("x"), self.fresh("x")
+        self.line(f"const int64_t {first} = {lo}, {end} = {hi};")
+        self.line(f"{C_TYPES[w.dtype]} {acc}[{bound.hi - bound.lo}];"
+                  f"  /* {comment_name(w.into)} accumulated over the reduction */")
+        self.line(f"for (int64_t t_ = 0; t_ < {end} - {first}; ++t_) {acc}[t_] = "
+                  f"{_identity_text(w.agg_op, w.dtype)};")
+        return acc, first, end
+
+    def row_end(self, w: Refinement, c: Index, acc: tuple[str, str, str], outer: _Scope,
+                scope: _Scope) -> None:
+        """Combine the accumulator row into ``w``, element by element."""
+        name, first, end = acc
+        x = self.fresh("x")
+        self.open(f"for (int64_t {x} = {first}; {x} < {end}; ++{x})")
+        at = _Scope({**scope.idx, c.name: x}, scope.refs, scope.scalars, scope.in_transfer)
+        parent = outer.refs[w.from_]
+        offset = Affine()
+        for a, st in zip(w.access, parent.strides):
+            offset = offset + a * st
+        self.line(_combine_text(f"{parent.cname}[{self.affine(offset, at)}]",
+                                f"{name}[{x} - {first}]", w.agg_op, w.dtype))
         self.close()
 
     def lane_loop(self, b: Block, ix: Index, bound: _Bounds, w: Refinement, outer: _Scope,
@@ -908,6 +953,55 @@ def lane_reduction(b: Block, loops: list[Index], guards: dict[int, list[Affine]]
     if not any(unit(r) for r in b.refs if not r.is_alloc and r.dir is RefDir.IN):
         return None
     return w
+
+
+ROW_ACCUMULATOR_BYTES = 256  # at most 8 AVX2 registers' worth
+
+
+def row_accumulator(b: Block, loops: list[Index], bounds: dict[str, _Bounds],
+                    guards: dict[int, list[Affine]]) -> tuple[int, Refinement] | None:
+    """(position of the first reduction loop, the view) when a leaf block's innermost loop
+    walks the elements of the view it aggregates into and the loops just outside it are
+    reductions (the order :func:`loop_order` gives a depthwise convolution: ``x, y`` then
+    the window ``i, j``, then the channels ``c``). The emitter then keeps that row of the
+    output in a local array across the reduction loops and combines it into memory once
+    after them: gcc holds the array in registers, where it must otherwise load and store
+    the output around every step (it cannot prove the output distinct from the inputs).
+
+    Conditions: the innermost index is plain and used by the view, its bounds depend on no
+    reduction loop and nothing is guarded after it; at least one reduction loop (an index
+    the view does not use) sits right outside it; the block's only store to the view is an
+    ``out`` view aggregating with ``add``, ``max`` or ``min``, nothing loads it, there is no
+    child block or special; the row is at most ``ROW_ACCUMULATOR_BYTES``. Each element
+    still combines its terms in loop order (max and min exactly; a sum is regrouped as a
+    tiling of the reduction would)."""
+    if b.sub_blocks or any(isinstance(s, Special) for s in b.stmts) or len(loops) < 2:
+        return None
+    c = loops[-1]
+    stores = [s for s in b.stmts if isinstance(s, Store)]
+    if c.is_passed_in or guards.get(len(loops) - 1) or len(stores) != 1:
+        return None
+    if not b.has_ref(stores[0].into):
+        return None
+    w = b.ref(stores[0].into)
+    if (w.is_alloc or w.dir is not RefDir.OUT or w.agg_op not in LANE_AGGS
+            or w.dtype is DType.BOOL
+            or not any(c.name in a.vars() for a in w.access)
+            or any(isinstance(s, Load) and s.from_ == w.into for s in b.stmts)):
+        return None
+    used = {v for a in w.access for v in a.vars()}
+    first = len(loops) - 1
+    while first > 0 and loops[first - 1].name not in used and not loops[first - 1].is_passed_in:
+        first -= 1
+    if first == len(loops) - 1:
+        return None
+    reductions = {ix.name for ix in loops[first:-1]}
+    bound = bounds[c.name]
+    if any(set(e.vars()) & reductions for e in bound.lo_exprs + bound.hi_exprs):
+        return None
+    if (bound.hi - bound.lo) * w.dtype.itemsize > ROW_ACCUMULATOR_BYTES:
+        return None
+    return first, w
 
 
 _FLOAT_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin",

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import stripe
+from stripe.compiler import compile_program
 from stripe.interp import interpret
 
 ROWS = {
@@ -94,3 +95,72 @@ def test_a_fused_softmax_row_reduces_in_lanes_while_it_stores_the_row(rng, y):
     got = prog(I=x)["O"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(got, interpret(prog.ir, {"I": x})["O"], rtol=1e-5, atol=1e-7)
+
+
+# row accumulators ----------------------------------------------------------------------------
+
+DEPTHWISE = """function (I[N, X, Y, C], F[KX, KY, C]) -> (O) {
+    O[n, x, y, c : N, X, Y, C] = +(I[n, x + i - 1, y + j - 1, c] * F[i, j, c]);
+}"""
+POOL = "function (I[X, C]) -> (O) { O[x, c : X - 2, C] = >(I[x + i, c]), i < 3; }"
+TRIANGLE = """#program block []:1 ( // triangle
+    #user in new I[0, 0] fp32:I(6, 10):(10, 1)
+    #user out new O[0] fp32:I(10):(1)
+) {
+    0: #main block []:1 ( // main
+        in I[0, 0] fp32:I(6, 10):(10, 1)
+        out O[0] fp32:I(10):(1)
+    ) {
+        0: #kernel block [r:6, c:10] ( // tri
+            c - r >= 0
+            in I[r, c] fp32:I(1, 1):(10, 1)
+            out O[c]:add fp32:I(1):(1)
+        ) {
+            0: $I = load(I)
+            1: O = store($I)
+        }
+    }
+}"""
+
+
+def depthwise_ref(x: np.ndarray, f: np.ndarray) -> np.ndarray:
+    n, h, w, c = x.shape
+    p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))).astype(np.float64)
+    out = np.zeros((n, h, w, c))
+    for i in range(3):
+        for j in range(3):
+            out += p[:, i:i + h, j:j + w, :] * f[i, j]
+    return out
+
+
+@pytest.mark.parametrize("target", [None, "cpu_generic", "cpu_avx2"])
+@pytest.mark.parametrize("h,w,c", [(5, 7, 3), (9, 4, 32), (6, 6, 17)])
+def test_a_depthwise_convolution_accumulates_each_row_of_channels(rng, target, h, w, c):
+    x = rng.standard_normal((1, h, w, c)).astype(np.float32)
+    f = rng.standard_normal((3, 3, c)).astype(np.float32)
+    prog = stripe.compile(DEPTHWISE, {"I": x, "F": f}, target=target)
+    assert "accumulated over the reduction" in prog.c_source
+    got = prog(I=x, F=f)["O"]
+    np.testing.assert_allclose(got, depthwise_ref(x, f), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, interpret(prog.ir, {"I": x, "F": f})["O"], rtol=1e-5,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_a_max_pool_row_keeps_the_exact_maximum(rng, dtype):
+    x = (rng.standard_normal((11, 24)) * 50).astype(dtype)
+    x[3, 5] = np.iinfo(dtype).min if dtype == "int32" else -np.inf
+    prog = stripe.compile(POOL, {"I": x})
+    assert "accumulated over the reduction" in prog.c_source
+    want = np.max(np.stack([x[i:i + 9] for i in range(3)]), axis=0)
+    np.testing.assert_array_equal(prog(I=x)["O"], want)
+
+
+def test_a_row_whose_bounds_follow_the_reduction_is_left_alone(rng):
+    # the innermost loop over c is bounded by r (c >= r): no fixed row to accumulate
+    x = rng.standard_normal((6, 10)).astype(np.float32)
+    prog = compile_program(stripe.parse_ir(TRIANGLE))
+    assert "accumulated over the reduction" not in prog.c_source
+    got = prog(I=x)["O"]
+    np.testing.assert_allclose(got, np.triu(np.ones((6, 10))).__mul__(x).sum(axis=0),
+                               rtol=1e-5, atol=1e-5)

@@ -160,16 +160,22 @@ void stripe_run(void **args) {
         }
         {  /* block kernel_1 */
             for (int64_t x2 = 0; x2 < 3; ++x2) {  /* m */
-                for (int64_t x3 = 0; x3 < 2; ++x3) {  /* k */
-                    for (int64_t x4 = 0; x4 < 4; ++x4) {  /* n */
-                        float *v4 = v0 + (x3 + INT64_C(2) * x2);  /* A */
-                        float *v5 = v1 + (INT64_C(4) * x3 + x4);  /* B */
-                        float *v6 = v2 + (INT64_C(4) * x2 + x4);  /* C */
+                const int64_t x3 = 0, x4 = 4;
+                float r0[4];  /* C accumulated over the reduction */
+                for (int64_t t_ = 0; t_ < x4 - x3; ++t_) r0[t_] = 0x0.0p+0f;
+                for (int64_t x5 = 0; x5 < 2; ++x5) {  /* k */
+                    for (int64_t x6 = 0; x6 < 4; ++x6) {  /* n */
+                        float *v4 = v0 + (x5 + INT64_C(2) * x2);  /* A */
+                        float *v5 = v1 + (INT64_C(4) * x5 + x6);  /* B */
+                        float *v6 = v2 + (INT64_C(4) * x2 + x6);  /* C */
                         const float s1 = *v4;  /* A */
                         const float s2 = *v5;  /* B */
                         const float s3 = (float)(((float)s1) * ((float)s2));  /* C */
-                        *v6 += (float)(s3);
+                        r0[x6 - x3] += (float)(s3);
                     }
+                }
+                for (int64_t x7 = x3; x7 < x4; ++x7) {
+                    v2[INT64_C(4) * x2 + x7] += r0[x7 - x3];
                 }
             }
         }
