@@ -122,6 +122,12 @@ class Options(Selection):
     channels gain nothing from splitting, and the search grows with the product of the
     candidate sizes of the indexes it splits."""
 
+    min_unit_run: int = 0
+    """An index that walks the unit-stride dimension of a view the block writes keeps at
+    least this many values per tile (or its whole range): the loop that the C back end
+    vectorises stays long. A 112x112x32 depthwise convolution otherwise gets 16-channel
+    tiles (less halo per tile) and runs 12% slower; 0: no limit."""
+
     max_sizes_product: int = 0
     """At most this many points per tile (product of the tile sizes); 0: no limit."""
 
@@ -176,8 +182,8 @@ class Options(Selection):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("min_split_range", "max_sizes_product", "max_input_size", "max_output_size",
-                     "max_total_size", "cache_width"):
+        for name in ("min_split_range", "min_unit_run", "max_sizes_product", "max_input_size",
+                     "max_output_size", "max_total_size", "cache_width"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0 means no limit), "
                                  f"got {getattr(self, name)}")
@@ -296,6 +302,9 @@ def choose_tile(block: Block, options: Options, *,
         return None
     align = stencil_alignment(block, options.stencils)
     sizes = {n: _candidate_sizes(block.idx(n).range, options, align.get(n, 1)) for n in free}
+    for n in _unit_stride_indexes(block) & set(free) if options.min_unit_run else ():
+        r = block.idx(n).range
+        sizes[n] = tuple(t for t in sizes[n] if t >= min(r, options.min_unit_run))
     start = {n: sizes[n][0] for n in free}
     best: TileCost | None = None
     todo = [start]
@@ -355,6 +364,17 @@ def stencil_alignment(block: Block, stencils: Sequence[str]) -> dict[str, int]:
     if match is None:
         return {}
     return {name: size for _, name, size in match.slots if size > 1}
+
+
+def _unit_stride_indexes(block: Block) -> set[str]:
+    """The indexes in the unit-stride dimension of the views the block writes."""
+    out: set[str] = set()
+    for r in block.refs:
+        if not r.is_alloc and r.dir.writes:
+            for a, st in zip(r.access, r.shape.strides):
+                if st == 1:
+                    out |= set(a.vars())
+    return out
 
 
 def _candidate_sizes(r: int, options: Options, multiple: int = 1) -> tuple[int, ...]:

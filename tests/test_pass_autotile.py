@@ -588,3 +588,22 @@ def test_min_split_range_keeps_small_indexes_whole() -> None:
                 assert ix.range in (1, 3)  # the 3x3 window is never cut
     with pytest.raises(ValueError, match="min_split_range"):
         Options(min_split_range=-1)
+
+
+def test_min_unit_run_keeps_the_vectorised_output_dimension_long() -> None:
+    src = """function (I[N, X, Y, C], F[KX, KY, C]) -> (O) {
+        O[n, x, y, c : N, X, Y, C] = +(I[n, x + i - 1, y + j - 1, c] * F[i, j, c]);
+    }"""
+    program = lower(src, {"I": ((1, 20, 20, 48), "float32"), "F": ((3, 3, 48), "float32")})
+    [kernel] = [b for _, b in program.walk() if "contraction" in b.tags]
+    base = Options(reqs=("contraction",), cache_width=64, max_total_size=16384,
+                   min_split_range=8)
+    plain = autotile.choose_tile(kernel, base)
+    assert plain is not None and plain.sizes["c"] < 32  # the halo favours short channels
+    for run in (32, 40, 64):
+        opts = Options(reqs=("contraction",), cache_width=64, max_total_size=16384,
+                       min_split_range=8, min_unit_run=run)
+        best = autotile.choose_tile(kernel, opts)
+        assert best is not None and best.sizes["c"] >= min(run, 48)
+    run_and_check(autotile.run, program, Options(reqs=("contraction",), cache_width=64,
+                                                 max_total_size=16384, min_unit_run=32))
