@@ -111,8 +111,9 @@ class CProgram:
 
 
 def comment_name(name: str) -> str:
-    """An IR name safe to show inside a C comment (or '?' when it is not an identifier)."""
-    return name if _IDENT.match(name) else "?"
+    """An IR name safe to show inside a C comment: an identifier, or identifiers joined by
+    ``+`` (the name ``fuse`` gives a fused block); '?' otherwise."""
+    return name if all(_IDENT.fullmatch(part) for part in name.split("+")) else "?"
 
 
 def c_float(value: float, dtype: DType) -> str:

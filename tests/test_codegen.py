@@ -308,3 +308,11 @@ def test_a_corrupt_compile_cache_entry_is_ignored(cache):
     prog = stripe.compile(src, specs, target="cpu_avx2")
     assert "void stripe_run" in prog.c_source
     np.testing.assert_allclose(prog(A=np.ones(20, np.float32))["B"], np.ones(20))
+
+
+def test_comment_names_show_fused_blocks_but_nothing_that_could_end_a_comment():
+    from codegen.c_emitter import comment_name
+
+    assert comment_name("kernel_1+kernel_2") == "kernel_1+kernel_2"
+    for hostile in ("a*/b", "a+*/", "a+", "+a", "x y", "a+b\n"):
+        assert comment_name(hostile) == "?"
