@@ -283,8 +283,7 @@ class _Emitter:
             self.open("else")
             opened += 1
         row = (row_accumulator(b, loops, bounds, guards)
-               if lanes is None and kernel is None and not threaded and not scope.in_transfer
-               else None)
+               if lanes is None and not threaded and not scope.in_transfer else None)
         acc = None
         for pos, ix in enumerate(loops):
             if lanes is not None and pos == len(loops) - 1:
@@ -513,6 +512,13 @@ class _Emitter:
         for j, name in enumerate(bv):
             self.line(f"{vt} {name}; memcpy(&{name}, {qb} + {j * lanes}, sizeof({vt}));")
         for i, row in enumerate(acc):
+            if k.a_vector:  # A follows the columns too: a vector of it per accumulator
+                for j, (name, bn) in enumerate(zip(row, bv)):
+                    av = self.fresh("av")
+                    self.line(f"{vt} {av}; memcpy(&{av}, {qa} + {i * sam + j * lanes}, "
+                              f"sizeof({vt}));")
+                    self.line(f"{name} += {bn} * {av};")
+                continue
             av = self.fresh("av")
             self.line(f"const {ct} {av} = {qa}[{i * sam}];")
             for name, bn in zip(row, bv):
@@ -575,7 +581,8 @@ class _Emitter:
         c_at = f"{pc}[INT64_C({stride('c', k.c, k.m)}) * {i} + {j}]"
         self.line(f"{ct} {s} = {c_at};")
         offs_a, offs_b = self.reduction_loops(k, k_bounds, stride, scope)
-        offs_a.insert(0, f"INT64_C({stride('a', k.a, k.m)}) * {i}")
+        offs_a.insert(0, f"INT64_C({stride('a', k.a, k.m)}) * {i}" + (f" + {j}" if k.a_vector
+                                                                        else ""))
         offs_b.insert(0, j)
         self.line(f"{s} += {pa}[{' + '.join(offs_a)}] * {pb}[{' + '.join(offs_b)}];")
         self.close(len(k.ks))

@@ -106,6 +106,10 @@ class MicroKernel:
     ks: tuple[Index, ...]
     dtype: DType
     vector: Vector = AVX2
+    a_vector: bool = False
+    """``A`` walks ``n`` with unit stride too (a depthwise convolution, whose input and
+    filter both follow the channel): each row loads a vector of ``A`` per vector of columns
+    instead of broadcasting one element."""
 
     @property
     def lanes(self) -> int:
@@ -180,24 +184,32 @@ def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
         return None
     n = ns[0]
     b_pos = [k for k, r in enumerate(ins) if st(r, n) == 1]
-    if len(b_pos) != 1 or st(ins[1 - b_pos[0]], n) != 0:
+    if len(b_pos) == 1 and st(ins[1 - b_pos[0]], n) == 0:
+        orders = [(ins[1 - b_pos[0]], ins[b_pos[0]], False)]  # A broadcast, B vectors
+    elif len(b_pos) == 2:  # both follow n: A is the one that also follows m
+        orders = [(ins[0], ins[1], True), (ins[1], ins[0], True)]
+    else:
         return None
-    vb, va = ins[b_pos[0]], ins[1 - b_pos[0]]
-    m: Index | None = None
-    ks = []
-    for ix in loops:
-        if ix is n:
-            continue
-        if st(c, ix) == 0:
-            ks.append(ix)
-        elif st(va, ix) != 0 and st(vb, ix) == 0 and m is None and st(c, ix) >= n.range:
-            m = ix
+    for va, vb, a_vector in orders:
+        m: Index | None = None
+        ks: list[Index] = []
+        for ix in loops:
+            if ix is n:
+                continue
+            if st(c, ix) == 0:
+                ks.append(ix)
+            elif st(va, ix) != 0 and st(vb, ix) == 0 and m is None and st(c, ix) >= n.range:
+                m = ix
+            else:
+                break
         else:
-            return None
-    kernel = MicroKernel(va, vb, c, m, n, tuple(ks), dtype, vector)
-    if kernel.mr * kernel.nv + kernel.nv + 1 > vector.registers:
-        return None
-    return kernel
+            if a_vector and m is None:
+                continue  # an elementwise product along n: nothing to block
+            kernel = MicroKernel(va, vb, c, m, n, tuple(ks), dtype, vector, a_vector)
+            if kernel.mr * kernel.nv + kernel.nv + 1 > vector.registers:
+                return None
+            return kernel
+    return None
 
 
 def full_box_guard(b: Block, constraint: Affine) -> Affine:

@@ -218,3 +218,40 @@ def test_the_kernel_is_deterministic(tmp_path):
     one = stripe.compile(MATMUL, specs, target=target).c_source
     two = stripe.compile(MATMUL, specs, target=target).c_source
     assert one == two
+
+
+DEPTHWISE = """function (I[N, X, Y, C], F[KX, KY, C]) -> (O) {
+    O[n, x, y, c : N, X, Y, C] = +(I[n, x + i - 1, y + j - 1, c] * F[i, j, c]);
+}"""
+
+
+def depthwise_ref(x: np.ndarray, f: np.ndarray) -> np.ndarray:
+    n, h, w, c = x.shape
+    p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))).astype(np.float64)
+    out = np.zeros((n, h, w, c))
+    for i in range(3):
+        for j in range(3):
+            out += p[:, i:i + h, j:j + w, :] * f[i, j]
+    return out.astype(x.dtype)
+
+
+@pytest.mark.parametrize("h,w,c", [(14, 9, 32), (13, 7, 40), (8, 20, 37), (7, 7, 16)])
+def test_a_depthwise_convolution_loads_a_vector_of_each_input(rng, h, w, c):
+    # the input and the filter both follow the channel: the kernel loads a vector of the
+    # input per accumulator (A is not broadcast); ragged rows, ragged channels (a whole
+    # vector, then scalars) and the padded border (the exact loop nest) all run
+    x = rng.standard_normal((1, h, w, c)).astype(np.float32)
+    f = rng.standard_normal((3, 3, c)).astype(np.float32)
+    prog = check(DEPTHWISE, {"I": x, "F": f}, depthwise_ref(x, f), "cpu_avx2", out="O")
+    assert "micro-kernel 6x16" in prog.c_source
+
+
+def test_match_takes_a_when_both_inputs_follow_the_columns(tmp_path):
+    x = np.zeros((1, 12, 6, 16), np.float32)
+    f = np.zeros((3, 3, 16), np.float32)
+    prog = stripe.compile(DEPTHWISE, {"I": x, "F": f}, target="cpu_avx2")
+    [b] = [b for _, b in prog.ir.walk() if "stencil" in b.tags]
+    strides = {r.into: r.shape.strides for r in b.refs}
+    kernel = microkernel.match(b, strides, {r.into: r.from_ for r in b.refs})
+    assert kernel is not None and kernel.a_vector and kernel.a.into == "I"
+    assert kernel.m is not None and kernel.n.name == "c" and len(kernel.ks) == 2
