@@ -60,7 +60,7 @@ def test_cpu_avx2_extends_cpu_generic():
     generic_names = [p.name for p in generic.passes]
     assert [p.name for p in avx2.passes] == generic_names[:1] + ["fuse_rows"] + generic_names[
         1:] + ["pad", "tile_l2", "fuse_epilogue", "localize_epilogue", "pack", "hoist_copies",
-               "microkernel",
+               "tile_l1", "microkernel",
                "threads", "threads_tiles"]
 
 
