@@ -91,7 +91,7 @@ from stripe.ir import (
 )
 
 from .autotile import box_lines
-from .select import ALL, Selection, Site, rewrite
+from .select import ALL, Selection, Site, rewrite, statement_uses
 
 NAME = "fuse"
 
@@ -222,24 +222,7 @@ def _consumers(stmts: Sequence[Statement], i: int,
 
 def _uses(s: Statement) -> dict[str, tuple[bool, bool]]:
     """The parent's buffers that a statement touches: name -> (reads, writes)."""
-    if isinstance(s, Block):
-        out: dict[str, tuple[bool, bool]] = {}
-        for v in s.refs:
-            if not v.is_alloc:
-                none = v.dir is RefDir.NONE  # no direction: assume both
-                r, w = out.get(v.from_, (False, False))
-                out[v.from_] = (r or v.dir.reads or none, w or v.dir.writes or none)
-        return out
-    if isinstance(s, Load):
-        return {s.from_: (True, False)}
-    if isinstance(s, Store):
-        return {s.into: (False, True)}
-    if isinstance(s, Special):
-        out = {x: (True, False) for x in s.inputs}
-        for x in s.outputs:
-            out[x] = (x in out, True)
-        return out
-    return {}
+    return statement_uses(s)
 
 
 # the group -----------------------------------------------------------------------------------

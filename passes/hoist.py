@@ -39,9 +39,9 @@ import math
 from dataclasses import dataclass
 
 from stripe.affine import Affine
-from stripe.ir import Block, Index, Load, RefDir, Refinement, Special, Statement, Store, with_field
+from stripe.ir import Block, Index, RefDir, Refinement, Statement, with_field
 
-from .select import Selection, Site, rewrite
+from .select import Selection, Site, rewrite, statement_uses
 
 NAME = "hoist"
 
@@ -116,7 +116,7 @@ def _movable(p: Block, k: int) -> bool:
         elif decl.is_alloc:
             return False  # reads a buffer of P's points that other statements fill
     for j, s in enumerate(p.stmts):
-        uses = _touches(s)
+        uses = statement_uses(s)
         for name in written:
             if name not in uses:
                 continue
@@ -125,28 +125,6 @@ def _movable(p: Block, k: int) -> bool:
             if j < k:
                 return False  # a reader (or writer) before the copy
     return bool(written)
-
-
-def _touches(s: Statement) -> dict[str, tuple[bool, bool]]:
-    """The parent's buffers a statement touches: name -> (reads, writes)."""
-    if isinstance(s, Block):
-        out: dict[str, tuple[bool, bool]] = {}
-        for v in s.refs:
-            if not v.is_alloc:
-                none = v.dir is RefDir.NONE
-                r, w = out.get(v.from_, (False, False))
-                out[v.from_] = (r or v.dir.reads or none, w or v.dir.writes or none)
-        return out
-    if isinstance(s, Load):
-        return {s.from_: (True, False)}
-    if isinstance(s, Store):
-        return {s.into: (False, True)}
-    if isinstance(s, Special):
-        out = {x: (True, False) for x in s.inputs}
-        for x in s.outputs:
-            out[x] = (x in out, True)
-        return out
-    return {}
 
 
 def _split(p: Block, n: int, moved: list[int], options: Options) -> Block:
@@ -161,7 +139,7 @@ def _split(p: Block, n: int, moved: list[int], options: Options) -> Block:
               if not r.is_alloc and p.has_ref(r.from_) and p.ref(r.from_).is_alloc}
     used_by_rest: set[str] = set()
     for s in rest:
-        used_by_rest |= set(_touches(s))
+        used_by_rest |= set(statement_uses(s))
     outer_refs: list[Refinement] = []
     inner_refs: list[Refinement] = []
     for r in p.refs:

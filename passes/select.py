@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from stripe.ir import Block
+from stripe.ir import Block, Load, RefDir, Special, Statement, Store
 
 ALL = "all"
 """The ``reqs`` entry that selects every block."""
@@ -123,3 +123,27 @@ def _rewrite(block: Block, site: Site, selection: Selection, fn: BlockFn,
 
 
 __all__ = ["ALL", "BlockFn", "Selection", "Site", "block_label", "rewrite", "select"]
+
+
+def statement_uses(s: Statement) -> dict[str, tuple[bool, bool]]:
+    """The parent's buffers that one statement touches: name -> (reads, writes). A child
+    block's views count (a view without a direction as both); loads, stores and specials
+    name their buffers directly."""
+    if isinstance(s, Block):
+        out: dict[str, tuple[bool, bool]] = {}
+        for v in s.refs:
+            if not v.is_alloc:
+                none = v.dir is RefDir.NONE
+                r, w = out.get(v.from_, (False, False))
+                out[v.from_] = (r or v.dir.reads or none, w or v.dir.writes or none)
+        return out
+    if isinstance(s, Load):
+        return {s.from_: (True, False)}
+    if isinstance(s, Store):
+        return {s.into: (False, True)}
+    if isinstance(s, Special):
+        out = {x: (True, False) for x in s.inputs}
+        for x in s.outputs:
+            out[x] = (x in out, True)
+        return out
+    return {}

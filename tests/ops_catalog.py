@@ -132,6 +132,18 @@ def _conv2d_nhwc(inp: np.ndarray, filt: np.ndarray, out_hw: tuple[int, int], *,
     return out
 
 
+def depthwise3x3_ref(x: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """A 3x3 depthwise convolution, NHWC, padding 1: ``O[n,x,y,c] = sum I[n,x+i-1,y+j-1,c] *
+    F[i,j,c]``, summed in float64 and returned in ``x``'s dtype."""
+    n, h, w, c = x.shape
+    p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))).astype(np.float64)
+    out = np.zeros((n, h, w, c))
+    for i in range(3):
+        for j in range(3):
+            out += p[:, i:i + h, j:j + w, :] * f[i, j]
+    return out.astype(x.dtype)
+
+
 def _conv1d_nlc(inp: np.ndarray, filt: np.ndarray, out_len: int, pad: int) -> np.ndarray:
     return _conv2d_nhwc(inp[:, :, None, :], filt[:, None], (out_len, 1), pad=(pad, 0))[:, :, 0]
 
