@@ -23,12 +23,13 @@ from stripe.codegen.build import build, cache_dir, missing_cpu_features
 from stripe.codegen.c_emitter import BufferSpec, CProgram, emit_c
 from stripe.codegen.microkernel import AVX2, Vector
 from stripe.passes.manager import run_pipeline
+from stripe.passes.select import statement_uses
 
 from . import tags
 from .config import load_config
 from .dtypes import DType
 from .errors import StripeError
-from .ir import AggOp, Block, Load, RefDir, Refinement, Special, Store
+from .ir import AggOp, Block, RefDir, Refinement, Store
 from .printer import print_ir
 from .tile import lower
 from .verify import verify as verify_ir
@@ -228,7 +229,7 @@ def overwritten_outputs(program: Block) -> frozenset[str]:
     That is the lowering's initialisation kernel of a contraction, and an elementwise
     kernel. Passes preserve the program's meaning, so an output the lowered program
     overwrites does not depend on its initial contents after them either (the tests run
-    every config with the outputs filled with NaN)."""
+    every config with such outputs filled with 0xFF bytes: NaN, -1)."""
     mains = [b for b in program.sub_blocks if tags.MAIN in b.tags]
     if tags.PROGRAM not in program.tags or len(mains) != 1:
         return frozenset()
@@ -241,32 +242,22 @@ def overwritten_outputs(program: Block) -> frozenset[str]:
         if not main.has_ref(name) or not all(a.is_zero for a in main.ref(name).access):
             continue
         for s in main.stmts:
-            users = [r for r in getattr(s, "refs", ()) if r.from_ == name]
-            touches = users or name in _stmt_buffers(s)
-            if not touches:
+            if name not in statement_uses(s):
                 continue
-            if isinstance(s, Block) and len(users) == 1 and _writes_all(s, users[0], decl):
-                found.add(name)
+            if isinstance(s, Block):
+                users = [r for r in s.refs if r.from_ == name]
+                if len(users) == 1 and _writes_all(s, users[0], decl):
+                    found.add(name)
             break
     return frozenset(found)
-
-
-def _stmt_buffers(s: object) -> set[str]:
-    if isinstance(s, Load):
-        return {s.from_}
-    if isinstance(s, Store):
-        return {s.into}
-    if isinstance(s, Special):
-        return set(s.inputs) | set(s.outputs)
-    return set()
 
 
 def _writes_all(b: Block, r: Refinement, decl: Refinement) -> bool:
     if (b.sub_blocks or b.constraints or r.dir is not RefDir.OUT
             or r.agg_op is not AggOp.ASSIGN
             or not any(isinstance(s, Store) and s.into == r.into for s in b.stmts)
-            or any(not isinstance(s, Block) and r.into in _stmt_buffers(s)
-                   and not isinstance(s, Store) for s in b.stmts)):
+            or any(not isinstance(s, (Block, Store)) and r.into in statement_uses(s)
+                   for s in b.stmts)):
         return False
     used = set()
     for a, size in zip(r.access, decl.shape.sizes):
