@@ -9,7 +9,7 @@ from passcheck import blocks, run_and_check
 
 from stripe import lower, print_ir
 from stripe.affine import Affine
-from stripe.compiler import compile_program
+from stripe.compiler import compile, compile_program
 from stripe.config import load_config
 from stripe.ir import Block
 from stripe.passes import REGISTRY, hoist
@@ -113,3 +113,14 @@ def test_the_documented_example_is_real_output(tmp_path):
     before = packed(tmp_path, 40, 7, 61)
     after = hoist.run(before, Options(reqs=("tiles",)))
     assert shown == [print_ir(tile_loop(before)), print_ir(tile_loop(after))]
+
+
+def test_cpu_avx2_hoists_the_row_tiles_of_a_matmul_with_a_short_reduction(rng):
+    # 700x100 @ 100x700: the reduction stays whole, so the tile loop is [m, n] and each
+    # packed tile of A is reused by a row of tiles (the tile loop is shared by the threads)
+    a = rng.standard_normal((700, 100)).astype(np.float32)
+    b = rng.standard_normal((100, 700)).astype(np.float32)
+    prog = compile(MATMUL, {"A": a, "B": b}, target="cpu_avx2")
+    rest = [blk for _, blk in prog.ir.walk() if blk.name.endswith("_rest")]
+    assert rest and "micro-kernel" in prog.c_source and "omp parallel" in prog.c_source
+    np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-3)
