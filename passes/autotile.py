@@ -74,6 +74,7 @@ Tags set: ``outer_set`` on the outer block (after removing its tags if ``clear_o
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -165,6 +166,23 @@ class Options(Selection):
     """Tilings with fewer tiles than this are penalised by the factor ``min_count/tiles``
     (e.g. the number of cores that should each get a tile)."""
 
+    units: int = 1
+    """Cores that will share the tiles (the ``threads`` pass splits the tiles of the indexes
+    that own every written view into contiguous shares, as evenly as their count allows).
+    A tiling whose shares leave a core idle part of the time costs more by the factor
+    ``units * (points of the busiest core) / points``: a 14x14x256 convolution's 256 output
+    channels in tiles of 96 split 2 + 1 tiles (192 and 64 channels), 1.5x; in tiles of 48,
+    3 + 3 (144 and 112), 1.125x. The term assumes the ``threads`` pass sees every such index
+    of the tile block; one that ``hoist`` moves inward is not shared. 1: no term."""
+
+    units_parts: int = 1
+    """Shares per core (the ``threads`` pass's ``parts_per_thread``), handed out in order
+    to whichever core is free first."""
+
+    units_min_work: int = 0
+    """Blocks of fewer points stay on one core (the ``threads`` pass's ``min_work``): no
+    balance term."""
+
     split_factor: float = 0.0
     """Added cost per doubling of the number of tiles: ``split_factor * log2(tiles)``
     (positive favours fewer tiles, negative more)."""
@@ -183,11 +201,11 @@ class Options(Selection):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("min_split_range", "min_unit_run", "max_sizes_product", "max_input_size",
-                     "max_output_size", "max_total_size", "cache_width"):
+                     "max_output_size", "max_total_size", "cache_width", "units_min_work"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0 means no limit), "
                                  f"got {getattr(self, name)}")
-        for name in ("min_size", "min_count"):
+        for name in ("min_size", "min_count", "units", "units_parts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("input_cost", "output_cost"):
@@ -288,9 +306,40 @@ def tile_cost(block: Block, tile: Mapping[str, int], options: Options, *,
     if _over_caps(tc, options):
         return tc
     util = max(1.0, options.min_size / work) * max(1.0, options.min_count / tiles)
+    util *= unit_imbalance(block, sizes, options)
     io = options.input_cost * tc.input_lines + options.output_cost * tc.output_lines
     cost = expand * util * io / work + options.split_factor * math.log2(tiles)
     return TileCost(tc.tile, refs, work, tiles, expand, cost)
+
+
+def unit_imbalance(block: Block, sizes: Mapping[str, int], options: Options) -> float:
+    """``units * (points of the busiest core) / points`` when the ``threads`` pass shares
+    the tiles of ``block`` (tile sizes ``sizes``) among ``options.units`` cores; 1.0 when
+    balanced or when the term is off (see ``Options.units``)."""
+    if options.units < 2 or block.work < options.units_min_work:
+        return 1.0
+    from .partition_compute import choose_parts, splittable  # it builds on this module
+
+    sizes = dict(sizes)
+    if all(t >= block.idx(n).range for n, t in sizes.items() if not block.idx(n).is_passed_in):
+        # left whole: the threads pass shares the block's own points
+        sizes = {n: 1 for n in sizes}
+    counts = {n: math.ceil(block.idx(n).range / sizes[n]) for n in splittable(block)}
+    counts = {n: c for n, c in counts.items() if c > 1}
+    if not counts:
+        return float(options.units)  # one tile of the written views: one core runs it all
+    parts = choose_parts(counts, options.units * options.units_parts)
+    # the points of each share along each split index (only the last share is short)
+    extents = []
+    for n, per in parts.items():
+        r, t = block.idx(n).range, sizes[n]
+        extents.append([min((j + 1) * per * t, r) - j * per * t
+                        for j in range(math.ceil(counts[n] / per))])
+    shares = [math.prod(e) for e in itertools.product(*extents)]
+    busy = [0] * options.units
+    for s in shares:  # in order, each to the core that is free first
+        busy[busy.index(min(busy))] += s
+    return options.units * max(busy) / sum(shares)
 
 
 def choose_tile(block: Block, options: Options, *,
@@ -752,4 +801,4 @@ def _substitute_location(loc: Location, values: Mapping[str, Affine]) -> Locatio
 
 
 __all__ = ["NAME", "Options", "RefCost", "TileCost", "apply_tile", "choose_tile", "run",
-           "tile_cost"]
+           "tile_cost", "unit_imbalance"]

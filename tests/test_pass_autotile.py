@@ -482,6 +482,58 @@ def test_index_values_in_the_inner_block() -> None:
     assert str(inner.stmts[1].idxs[0].affine) == "i + i_0"
 
 
+def test_unit_imbalance_follows_the_threads_split() -> None:
+    # C[i, j] over 96 x 40: tiles of 32 rows split 2 + 1 between two cores (64 and 32 rows)
+    kernel, anc = _matmul_kernel(96, 8, 40)
+    two = Options(units=2)
+    assert autotile.unit_imbalance(kernel, {"i": 32, "j": 40, "k": 8}, two) == 2 * 64 / 96
+    # 48 rows: 1 + 1, balanced; tiles of 16 columns: 16 + 16 + 8 -> 2 + 1 tiles = 32 : 8
+    assert autotile.unit_imbalance(kernel, {"i": 48, "j": 40, "k": 8}, two) == 1.0
+    assert autotile.unit_imbalance(kernel, {"i": 96, "j": 16, "k": 8}, two) == 2 * 32 / 40
+    # only the reduction split: one tile of the output, one core runs it all
+    assert autotile.unit_imbalance(kernel, {"i": 96, "j": 40, "k": 4}, two) == 2.0
+    # the whole block: the threads pass shares its own 96 rows
+    assert autotile.unit_imbalance(kernel, {"i": 96, "j": 40, "k": 8}, two) == 1.0
+    # three shares per core's worth: 32-row tiles go out 1, 1, 1 -> 64 : 32 as before
+    assert autotile.unit_imbalance(kernel, {"i": 32, "j": 40, "k": 8},
+                                   Options(units=2, units_parts=2)) == 2 * 64 / 96
+    # off: one unit, or a block below units_min_work
+    assert autotile.unit_imbalance(kernel, {"i": 32, "j": 40, "k": 8}, Options()) == 1.0
+    small = Options(units=2, units_min_work=kernel.work + 1)
+    assert autotile.unit_imbalance(kernel, {"i": 32, "j": 40, "k": 8}, small) == 1.0
+    # the search: under a cap that allows 32 or 48 rows at most, 48 (balanced) wins with
+    # units=2 where 32 is as cheap per point without it
+    base = {"cache_width": 64, "max_output_size": 48 * 40 * 4, "acc_idxs": False}
+    plain = autotile.choose_tile(kernel, Options(**base), ancestors=anc)
+    shared = autotile.choose_tile(kernel, Options(units=2, **base), ancestors=anc)
+    assert autotile.unit_imbalance(kernel, shared.sizes, two) == 1.0
+    assert shared.cost == pytest.approx(
+        autotile.tile_cost(kernel, shared.sizes, Options(**base), ancestors=anc).cost)
+    assert plain.cost <= shared.cost
+
+
+def test_units_balance_the_threads_pass() -> None:
+    """cpu_avx2 shares a 14x14x256 convolution's L2 tiles evenly between its two cores and
+    still computes the convolution."""
+    src = ("function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) {\n"
+           "    O[n, x, y, co : N, X, Y, CO] = +(I[n, x + i - 1, y + j - 1, ci] * "
+           "F[i, j, ci, co]);\n}")
+    shapes = {"I": ((1, 14, 14, 256), "float32"), "F": ((3, 3, 256, 256), "float32")}
+    final, _ = run_pipeline(lower(src, shapes), load_config("cpu_avx2"), verify=True)
+    [threaded] = [b for _, b in final.walk() if "threads" in b.tags and "l2_tiles" in b.tags]
+    [inner] = threaded.sub_blocks
+    co = {i.name: i for i in inner.idxs}["co"]
+    assert co.range == 3 and not inner.constraints  # 6 tiles of 48 channels, 3 per core
+    rng = np.random.default_rng(0)
+    arrays = {"I": rng.standard_normal((1, 14, 14, 256), dtype=np.float32),
+              "F": rng.standard_normal((3, 3, 256, 256), dtype=np.float32)}
+    out = compile_program(final)(**arrays)["O"]
+    pad = np.pad(arrays["I"][0], ((1, 1), (1, 1), (0, 0)))
+    want = sum(np.einsum("xyc,cd->xyd", pad[i:i + 14, j:j + 14], arrays["F"][i, j])
+               for i in range(3) for j in range(3))
+    np.testing.assert_allclose(out[0], want, rtol=1e-4, atol=1e-3)
+
+
 def test_options_validation() -> None:
     with pytest.raises(ValueError, match="max_total_size must be >= 0"):
         Options(max_total_size=-1)
