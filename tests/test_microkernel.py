@@ -140,6 +140,21 @@ def test_cpu_avx2_takes_the_4x24_kernel_on_7_pixel_rows(rng, co):
     assert "micro-kernel 4x24" in prog.c_source
 
 
+@pytest.mark.parametrize("size,co", [(7, 48), (14, 100)])
+def test_cpu_avx512_takes_the_7x48_kernel_on_7_pixel_rows(rng, size, co):
+    # 7 and 14 rows run whole 7-row kernels; 100 channels leave 4 ragged columns
+    from stripe.codegen.build import missing_cpu_features
+    from stripe.config import load_config
+
+    missing = missing_cpu_features(load_config("cpu_avx512").cflags)
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)}")
+    x = rng.standard_normal((1, size, size, 20)).astype(np.float32)
+    f = rng.standard_normal((3, 3, 20, co)).astype(np.float32)
+    prog = check(CONV, {"I": x, "F": f}, conv_ref(x, f), "cpu_avx512", out="O")
+    assert "micro-kernel 7x48" in prog.c_source
+
+
 def test_float64_uses_four_lanes(tmp_path, rng):
     a = rng.standard_normal((11, 19))
     b = rng.standard_normal((19, 24))
