@@ -13,7 +13,10 @@ OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed unless --keep-openblas-env):
    (allclose, rtol per workload, atol = atol_rel * max|reference|) before any timing; a
    system whose result is wrong is reported as FAILED and not timed;
 2. warm-up, then `repeats` rounds, each round calling every system once in a rotating order
-   (interleaved); the median, min and all samples are recorded.
+   (interleaved); the median, min and all samples are recorded. stripe writes into output
+   arrays allocated once (`Program.run(inputs, out=...)`), as PlaidML and TVM write into
+   their preallocated tensors; the numpy composition allocates its result and temporaries
+   on every call, as numpy code does.
 
 Compile time is measured separately, in two subprocesses sharing one fresh cache directory:
 the first compiles every (workload, target) cold (C compiler run), the second, a new
@@ -103,6 +106,8 @@ def _check(out, ref, w: Workload) -> tuple[bool, str]:  # type: ignore[no-untype
 
 
 def worker_run(args: argparse.Namespace) -> dict:
+    import numpy as np
+
     import stripe
 
     threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
@@ -113,6 +118,7 @@ def worker_run(args: argparse.Namespace) -> dict:
     # system timed right after numpy then shares its cores with them (measured: a 1024^3
     # stripe matmul took 39-43 ms right after numpy, 23-25 ms alone or 0.2 s later).
     settle = args.settle if threads > 1 else 0.0
+    peers_follow = bool(getattr(args, "solo", False))
     result: dict = {"threads": threads, "openblas": _openblas_info(), "settle_s": settle,
                     "loadavg_before": os.getloadavg(),
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
@@ -141,7 +147,10 @@ def worker_run(args: argparse.Namespace) -> dict:
             ok, msg = _check(out, ref, w)
             entry[sysname] = {"check": ("ok " if ok else "FAILED ") + msg}
             if ok:
-                fns[sysname] = lambda prog=prog, x=x: prog(**x)
+                # outputs preallocated once and written in place, as the peers' are (a fresh
+                # 16 MiB output costs 4096 page faults per call)
+                outs = {n: np.empty_like(a) for n, a in prog(**x).items()}
+                fns[sysname] = lambda prog=prog, x=x, outs=outs: prog.run(x, out=outs)
         # repeats: at most args.repeats, at least 3, within the per-workload time budget
         per_round = sum(first[s] for s in fns)
         repeats = max(3, min(args.repeats, int(args.budget / max(per_round, 1e-9))))
@@ -172,6 +181,18 @@ def worker_run(args: argparse.Namespace) -> dict:
                             repeats=repeats, warmup=warmup,
                             gflops=w.flops / med / 1e9,
                             pct_peak=100.0 * w.flops / med / 1e9 / (PEAK_PER_CORE * threads))
+        # stripe again back to back, the way the peers are timed in their own process (warm
+        # caches: interleaved, each call follows numpy's, which evicts them)
+        for s in order if peers_follow else ():
+            if s == "numpy":
+                continue
+            fns[s]()
+            solo = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fns[s]()
+                solo.append(time.perf_counter() - t0)
+            entry[s].update(solo_median_s=statistics.median(solo), solo_samples_s=solo)
         result["workloads"][name] = entry
         print(f"  [{threads}T] {name}: " + ", ".join(
             f"{s} {entry[s]['median_s'] * 1e3:.2f} ms" if "median_s" in entry[s]
@@ -217,6 +238,8 @@ def _run_worker(mode: str, args: argparse.Namespace, env: dict[str, str],
            "--budget", str(args.budget), "--settle", str(args.settle)]
     if args.none_all_threads:
         cmd.append("--none-all-threads")
+    if getattr(args, "solo", False):
+        cmd.append("--solo")
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(env, PYTHONPATH=root + os.pathsep + env.get("PYTHONPATH", ""))
     r = subprocess.run(cmd, env=env, cwd=root)
@@ -306,7 +329,9 @@ def _peer_table(run: dict) -> list[str]:
     if not peers:
         return []
     lines = [f"Peers, {run['threads']} thread(s), each in its own process (not interleaved "
-             "with numpy and stripe); stripe_avx2/peer = peer time / stripe_avx2 time.", ""]
+             "with numpy and stripe), calls back to back; stripe_avx2/peer = peer time / "
+             "stripe_avx2 time, with stripe_avx2 also timed back to back (`solo`, warm caches "
+             "as the peers'; its interleaved time is in the table above).", ""]
     for peer, pr in peers.items():
         if "error" in pr:
             lines += [f"- {peer}: not measured: {pr['error']}", ""]
@@ -317,17 +342,19 @@ def _peer_table(run: dict) -> list[str]:
     hdr = ["workload"]
     for p in ok_peers:
         hdr += [f"{p} ms", f"{p} GFLOP/s", f"{p} check", f"stripe_avx2/{p}"]
+    hdr.insert(1, "stripe_avx2 solo ms")
     lines += ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
     for n in names:
-        row = [n]
+        st = run["workloads"][n].get("stripe_avx2", {})
+        key = "solo_median_s" if "solo_median_s" in st else "median_s"
+        row = [n, f"{st[key] * 1e3:.2f}" if key in st else "-"]
         for p in ok_peers:
             e = peers[p]["workloads"].get(n, {})
-            st = run["workloads"][n].get("stripe_avx2", {})
             row += [f"{e['median_s'] * 1e3:.2f}" if "median_s" in e else "-",
                     f"{e['gflops']:.2f}" if "gflops" in e else "-",
                     str(e.get("check", "-")).replace("|", "/")[:60],
-                    f"{e['median_s'] / st['median_s']:.3f}"
-                    if "median_s" in e and "median_s" in st else "-"]
+                    f"{e['median_s'] / st[key]:.3f}"
+                    if "median_s" in e and key in st else "-"]
         lines.append("| " + " | ".join(row) + " |")
     return lines + [""]
 
@@ -483,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker", choices=["run", "compile-cold", "compile-warm"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
+    ap.add_argument("--solo", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.list:
@@ -526,6 +554,9 @@ def main(argv: list[str] | None = None) -> int:
     res["peers"] = _peers.detect()
     for v in res["peers"].values():
         print(v["message"], flush=True)
+    # stripe is also timed back to back for the comparison with the peers (see worker_run)
+    args.solo = any(info["status"] == "present" and peer in args.peers.split(",")
+                    for peer, info in res["peers"].items())
 
     cache = Path(tempfile.mkdtemp(prefix="stripe-bench-cache-"))
     base_env = dict(os.environ, STRIPE_CACHE_DIR=str(cache))

@@ -70,6 +70,48 @@ def test_c_through_every_shipped_config_matches_numpy(op: Op, config: str) -> No
         _assert_close(op, got[name], want, f"{op.name}: {config} C vs numpy, output {name}")
 
 
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_run_writes_outputs_into_the_callers_arrays(op: Op) -> None:
+    """``Program.run(inputs, out=...)``: the given arrays, full of garbage (NaN, -1), are
+    the results, twice in a row; outputs not given are allocated as by a plain call."""
+    arrays = random_inputs(op)
+    prog = stripe.compile(op.source, op.input_specs(), target="cpu_avx2")
+    want = op.reference(**arrays)
+    fresh = prog(**arrays)
+    names = list(fresh)
+    mine = {n: np.empty_like(fresh[n]) for n in names[:1]}
+    for a in mine.values():
+        a.reshape(-1).view(np.uint8).fill(0xFF)
+    for _ in range(2):
+        got = prog.run(arrays, out=mine)
+        for n in mine:
+            assert got[n] is mine[n]
+        for name, ref in want.items():
+            _assert_close(op, got[name], ref, f"{op.name}: run(out=...) output {name}")
+
+
+def test_run_refuses_outputs_it_cannot_write_in_place() -> None:
+    src = "function (A[N], B[N]) -> (C) { C = A + B; }"
+    a, b = np.arange(6, dtype=np.float32), np.ones(6, dtype=np.float32)
+    prog = stripe.compile(src, {"A": a, "B": b}, target="cpu_avx2")
+    cases = [({"D": np.zeros(6, np.float32)}, "D is not an output of this program"),
+             ({"C": np.zeros(5, np.float32)}, r"expected shape \(6,\) and dtype float32"),
+             ({"C": np.zeros(6, np.float64)}, "dtype float64"),
+             ({"C": np.zeros(12, np.float32)[::2]}, "C-contiguous and writable"),
+             ({"C": a}, "shares memory with A"),
+             ({"C": [0.0] * 6}, "expected a numpy array, got list")]
+    for out, message in cases:
+        with pytest.raises(stripe.StripeError, match=message):
+            prog.run({"A": a, "B": b}, out=out)
+    frozen = np.zeros(6, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(stripe.StripeError, match="writable"):
+        prog.run({"A": a, "B": b}, out={"C": frozen})
+    c = np.empty(6, np.float32)
+    assert prog.run({"A": a, "B": b}, out={"C": c})["C"] is c
+    np.testing.assert_array_equal(c, a + b)
+
+
 def test_overwritten_outputs_are_the_ones_written_whole_first() -> None:
     def overwritten(src: str, **shapes: tuple[int, ...]) -> frozenset[str]:
         program = stripe.lower(src, {k: (v, "float32") for k, v in shapes.items()})
