@@ -2,6 +2,14 @@
 
     <peers-venv>/bin/python -m benchmarks.peer_worker --peer plaidml|tvm --workloads a,b \
         --repeats N --warmup W --budget S --out FILE.json
+    <peers-venv>/bin/python -m benchmarks.peer_worker --peer plaidml|tvm --serve
+
+``--serve`` (what the suite uses): the peer stays loaded and answers requests, one JSON
+object per line on stdin, so that the suite can time it in turns with stripe (see
+`benchmarks.peers.PeerServer`): ``{"cmd": "prepare", "workload": name}`` builds and checks
+a workload; ``{"cmd": "time", "workload": name, "n": k}`` runs it once untimed (unless
+``"warm": false``) and then k timed calls; ``{"cmd": "quit"}``. Each answer is one line on
+stdout starting with ``REPLY_MARK`` (the peers print their own lines there too).
 
 Needs only numpy and the peer; imports `benchmarks.workloads` for the sources, shapes,
 inputs (same seed, so the same data as the main run) and the numpy reference. Every result
@@ -17,11 +25,14 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
 
 from benchmarks.workloads import Workload, by_name
+
+REPLY_MARK = "@@stripe-peer@@ "
 
 # --------------------------------------------------------------------------- PlaidML 0.7
 
@@ -430,15 +441,73 @@ def _message(e: Exception) -> str:
     return msg[:300]
 
 
+def _reply(obj: dict) -> None:
+    print(REPLY_MARK + json.dumps(obj), flush=True)
+
+
+def serve(peer: str) -> int:
+    """Answer the suite's requests (see the module docstring) until ``quit`` or EOF."""
+    try:
+        builder = plaidml_builder() if peer == "plaidml" else tvm_builder()
+    except Exception as e:  # noqa: BLE001
+        _reply({"error": f"{type(e).__name__}: {e}"})
+        return 0
+    _reply({"ready": True, "info": getattr(builder, "info", None)})
+    runs = {}
+    for line in iter(sys.stdin.readline, ""):
+        req = json.loads(line)
+        if req["cmd"] == "quit":
+            break
+        name = req["workload"]
+        if req["cmd"] == "prepare":
+            w = by_name()[name]
+            x = w.inputs()
+            ref = w.numpy_fn(**x)
+            try:
+                t0 = time.perf_counter()
+                run = builder(w, x)
+                compile_s = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                out = run()
+                first = time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001
+                _reply({"check": f"FAILED {type(e).__name__}: {_message(e)}"})
+                continue
+            atol = w.atol_rel * float(np.abs(ref).max() or 1.0)
+            ok = out.shape == ref.shape and bool(np.allclose(out, ref, rtol=w.rtol, atol=atol))
+            err = float(np.abs(out.astype(np.float64) - ref).max()) if ok else float("nan")
+            if ok:
+                runs[name] = run
+            _reply({"check": ("ok" if ok else "FAILED") + f" max abs err {err:.3g}",
+                    "compile_s": compile_s, "first_s": first})
+        elif req["cmd"] == "time":
+            run = runs[name]
+            if req.get("warm", True):
+                run()
+            samples = []
+            for _ in range(int(req["n"])):
+                t0 = time.perf_counter()
+                run()
+                samples.append(time.perf_counter() - t0)
+            _reply({"samples_s": samples})
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", required=True, choices=["plaidml", "tvm"])
-    ap.add_argument("--workloads", required=True)
+    ap.add_argument("--workloads", default="")
+    ap.add_argument("--serve", action="store_true",
+                    help="answer the suite's requests on stdin (module docstring)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--budget", type=float, default=10.0)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", default="")
     args = ap.parse_args()
+    if args.serve:
+        return serve(args.peer)
+    if not (args.workloads and args.out):
+        ap.error("--workloads and --out are required without --serve")
     threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
     res: dict = {"peer": args.peer, "threads": threads, "workloads": {}}
     try:

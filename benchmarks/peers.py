@@ -7,15 +7,21 @@ subprocess.
 
 A peer that imports is run by `benchmarks/peer_worker.py` in that venv (PlaidML 0.7: the
 same Tile sources, every workload; TVM: TE + a simple tiled/vectorised/parallel schedule
-per workload). One that does not is reported as "peer X missing (run
+per workload), kept loaded as a :class:`PeerServer` that the suite times in turns with
+stripe. One that does not is reported as "peer X missing (run
 benchmarks/setup_peers.sh)" and the suite goes on.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import subprocess
+import time
 from pathlib import Path
+
+REPLY_MARK = "@@stripe-peer@@ "  # benchmarks.peer_worker.REPLY_MARK (that module runs there)
 
 PEERS = {
     "plaidml": "import plaidml; print(getattr(plaidml, '__version__', '?'))",
@@ -57,3 +63,73 @@ def detect() -> dict[str, dict[str, str]]:
                          "message": f"peer {name} {r.stdout.strip()} present in {venv_dir()}, "
                                     f"run by benchmarks/peer_worker.py in that venv"}
     return out
+
+
+class PeerServer:
+    """A peer kept loaded in its venv (``peer_worker --serve``), asked to build and time one
+    workload at a time, so that the suite can time it in turns with stripe. A request whose
+    answer does not come within ``timeout`` seconds, or a process that dies (PlaidML 0.7 can
+    abort on a workload), gives None; :meth:`restart` starts a new process."""
+
+    def __init__(self, peer: str, env: dict[str, str], root: str, timeout: float) -> None:
+        self.peer, self.env, self.root, self.timeout = peer, env, root, timeout
+        self.proc: subprocess.Popen | None = None
+        self.hello: dict | None = None
+        self.restart()
+
+    def restart(self) -> None:
+        self.close()
+        py = str(venv_dir() / "bin" / "python")
+        try:
+            self.proc = subprocess.Popen(
+                [py, "-m", "benchmarks.peer_worker", "--peer", self.peer, "--serve"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                env=self.env, cwd=self.root)
+        except OSError as e:
+            self.proc, self.hello = None, {"error": f"{type(e).__name__}: {e}"}
+            return
+        self.hello = self._read() or {"error": "the peer process did not start"}
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and "error" not in (
+            self.hello or {})
+
+    def request(self, obj: dict) -> dict | None:
+        if not self.alive:
+            return None
+        try:
+            self.proc.stdin.write(json.dumps(obj) + "\n")  # type: ignore[union-attr]
+            self.proc.stdin.flush()  # type: ignore[union-attr]
+        except OSError:
+            return None
+        return self._read()
+
+    def _read(self) -> dict | None:
+        assert self.proc is not None and self.proc.stdout is not None
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                self.close()
+                return None
+            line = self.proc.stdout.readline()
+            if not line:  # the process died
+                self.close()
+                return None
+            if line.startswith(REPLY_MARK):
+                return json.loads(line[len(REPLY_MARK):])
+            print(f"  [{self.peer}] {line.rstrip()}", flush=True)
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")  # type: ignore
+                self.proc.stdin.flush()  # type: ignore[union-attr]
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import statistics
@@ -118,7 +119,19 @@ def worker_run(args: argparse.Namespace) -> dict:
     # system timed right after numpy then shares its cores with them (measured: a 1024^3
     # stripe matmul took 39-43 ms right after numpy, 23-25 ms alone or 0.2 s later).
     settle = args.settle if threads > 1 else 0.0
-    peers_follow = bool(getattr(args, "solo", False))
+    root = str(Path(__file__).resolve().parent.parent)
+    peer_env = dict(os.environ, PYTHONPATH=root, TVM_NUM_THREADS=str(threads))
+    servers = {p: _peers.PeerServer(p, peer_env, root, args.peer_timeout)
+               for p in args.with_peers.split(",") if p}
+    peers_out: dict = {}
+    for p, srv in servers.items():
+        hello = srv.hello or {}
+        peers_out[p] = ({"error": hello["error"]} if "error" in hello else
+                        {"peer": p, "threads": threads, "info": hello.get("info"),
+                         "workloads": {}})
+        if "error" in hello:
+            print(f"  [{p}] not measured: {hello['error']}", flush=True)
+    servers = {p: srv for p, srv in servers.items() if "error" not in peers_out[p]}
     result: dict = {"threads": threads, "openblas": _openblas_info(), "settle_s": settle,
                     "loadavg_before": os.getloadavg(),
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
@@ -181,24 +194,76 @@ def worker_run(args: argparse.Namespace) -> dict:
                             repeats=repeats, warmup=warmup,
                             gflops=w.flops / med / 1e9,
                             pct_peak=100.0 * w.flops / med / 1e9 / (PEAK_PER_CORE * threads))
-        # stripe again back to back, the way the peers are timed in their own process (warm
-        # caches: interleaved, each call follows numpy's, which evicts them)
-        for s in order if peers_follow else ():
-            if s == "numpy":
-                continue
-            fns[s]()
-            solo = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                fns[s]()
-                solo.append(time.perf_counter() - t0)
-            entry[s].update(solo_median_s=statistics.median(solo), solo_samples_s=solo)
+        if servers:
+            if settle:
+                time.sleep(settle)
+            _time_with_peers(name, w, order, fns, entry, servers, peers_out, repeats, args,
+                             threads)
         result["workloads"][name] = entry
         print(f"  [{threads}T] {name}: " + ", ".join(
             f"{s} {entry[s]['median_s'] * 1e3:.2f} ms" if "median_s" in entry[s]
             else f"{s} {entry[s]['check']}" for s in entry), flush=True)
+    for srv in servers.values():
+        srv.close()
+    result["peers"] = peers_out
     result["loadavg_after"] = os.getloadavg()
     return result
+
+
+def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry: dict,
+                     servers: dict, peers_out: dict, repeats: int, args: argparse.Namespace,
+                     threads: int) -> None:
+    """Time the stripe systems back to back (warm caches, as a peer in its own process
+    runs) in turns with the peers: a few rounds, each with a short batch of every stripe
+    system and then of every peer, so that a change in the machine's speed (a shared VM's
+    neighbours) falls on all of them alike."""
+    first: dict[str, float] = {}
+    for p, srv in servers.items():
+        rep = srv.request({"cmd": "prepare", "workload": name})
+        if rep is None:
+            peers_out[p]["workloads"][name] = {"check": "FAILED: peer process died or "
+                                               "timed out"}
+            print(f"  [{p} {threads}T] {name}: peer process died or timed out; going on",
+                  flush=True)
+            srv.restart()
+            continue
+        peers_out[p]["workloads"][name] = {"check": rep["check"],
+                                           "compile_s": rep.get("compile_s")}
+        if rep["check"].startswith("ok"):
+            first[p] = rep["first_s"]
+        else:
+            print(f"  [{p} {threads}T] {name}: {rep['check']}", flush=True)
+    rounds = max(1, min(5, repeats))
+    per = math.ceil(repeats / rounds)
+    solo: dict[str, list[float]] = {s: [] for s in order if s != "numpy"}
+    peer_samples: dict[str, list[float]] = {p: [] for p in first}
+    for _ in range(rounds):
+        for s in solo:
+            fns[s]()
+            for _ in range(per):
+                t0 = time.perf_counter()
+                fns[s]()
+                solo[s].append(time.perf_counter() - t0)
+        for p in list(peer_samples):
+            if len(peer_samples[p]) >= 3 and sum(peer_samples[p]) > args.budget:
+                continue  # a slow peer (PlaidML's 2048x2048x347 matmul: 5 s a call)
+            n = max(1, min(per, int(args.budget / rounds / max(first[p], 1e-9))))
+            rep = servers[p].request({"cmd": "time", "workload": name, "n": n,
+                                      "warm": first[p] < 1.0})
+            if rep is None:
+                peers_out[p]["workloads"][name]["check"] = "FAILED: peer process died"
+                del peer_samples[p]
+                servers[p].restart()
+                continue
+            peer_samples[p] += rep["samples_s"]
+    for s, xs in solo.items():
+        entry[s].update(solo_median_s=statistics.median(xs), solo_samples_s=xs)
+    for p, xs in peer_samples.items():
+        med = statistics.median(xs)
+        peers_out[p]["workloads"][name].update(
+            median_s=med, min_s=min(xs), samples_s=xs, repeats=len(xs),
+            gflops=w.flops / med / 1e9)
+        print(f"  [{p} {threads}T] {name}: {med * 1e3:.2f} ms", flush=True)
 
 
 def worker_compile(args: argparse.Namespace) -> dict:
@@ -238,8 +303,8 @@ def _run_worker(mode: str, args: argparse.Namespace, env: dict[str, str],
            "--budget", str(args.budget), "--settle", str(args.settle)]
     if args.none_all_threads:
         cmd.append("--none-all-threads")
-    if getattr(args, "solo", False):
-        cmd.append("--solo")
+    if mode == "run" and getattr(args, "with_peers", ""):
+        cmd += ["--with-peers", args.with_peers, "--peer-timeout", str(args.peer_timeout)]
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(env, PYTHONPATH=root + os.pathsep + env.get("PYTHONPATH", ""))
     r = subprocess.run(cmd, env=env, cwd=root)
@@ -249,47 +314,6 @@ def _run_worker(mode: str, args: argparse.Namespace, env: dict[str, str],
         return json.loads(Path(out).read_text())
     finally:
         os.unlink(out)
-
-
-def _run_peer(peer: str, args: argparse.Namespace, env: dict[str, str],
-              workloads: list[str]) -> dict:
-    """Run the peer worker in the peers venv; if the peer crashes the process (PlaidML 0.7
-    can), record the workload it was on as FAILED and go on with the rest in a new one."""
-    root = str(Path(__file__).resolve().parent.parent)
-    py = str(_peers.venv_dir() / "bin" / "python")
-    env = dict(env, PYTHONPATH=root, TVM_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"))
-    merged: dict = {"workloads": {}}
-    todo = list(workloads)
-    while todo:
-        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-            out = f.name
-        cmd = [py, "-m", "benchmarks.peer_worker", "--peer", peer, "--out", out,
-               "--workloads", ",".join(todo), "--repeats", str(args.repeats),
-               "--warmup", str(args.warmup), "--budget", str(args.budget)]
-        try:
-            r = subprocess.run(cmd, env=env, cwd=root, timeout=args.peer_timeout)
-            code = f"exit code {r.returncode}"
-        except subprocess.TimeoutExpired:
-            code = f"timed out after {args.peer_timeout} s"
-        except OSError as e:
-            return {"error": f"{type(e).__name__}: {e}"}
-        try:
-            part = json.loads(Path(out).read_text() or "{}")
-        except (OSError, ValueError):
-            part = {}
-        finally:
-            if os.path.exists(out):
-                os.unlink(out)
-        if "error" in part:
-            return part
-        merged["workloads"].update(part.get("workloads", {}))
-        merged.update({k: v for k, v in part.items() if k != "workloads"})
-        todo = [n for n in todo if n not in merged["workloads"]]
-        if todo:        # the process died on todo[0]
-            merged["workloads"][todo[0]] = {"check": f"FAILED: peer process died ({code})"}
-            print(f"  [{peer}] {todo[0]}: peer process died ({code}); going on", flush=True)
-            todo = todo[1:]
-    return merged
 
 
 def _machine() -> dict:
@@ -328,10 +352,10 @@ def _peer_table(run: dict) -> list[str]:
     peers = run.get("peers") or {}
     if not peers:
         return []
-    lines = [f"Peers, {run['threads']} thread(s), each in its own process (not interleaved "
-             "with numpy and stripe), calls back to back; stripe_avx2/peer = peer time / "
-             "stripe_avx2 time, with stripe_avx2 also timed back to back (`solo`, warm caches "
-             "as the peers'; its interleaved time is in the table above).", ""]
+    lines = [f"Peers, {run['threads']} thread(s), each kept loaded in its own process and "
+             "timed in turns with stripe (rounds of a few calls of each, back to back: warm "
+             "caches); stripe_avx2/peer = peer time / stripe_avx2 time, both from those "
+             "rounds (stripe_avx2's time interleaved with numpy is in the table above).", ""]
     for peer, pr in peers.items():
         if "error" in pr:
             lines += [f"- {peer}: not measured: {pr['error']}", ""]
@@ -510,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker", choices=["run", "compile-cold", "compile-warm"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
-    ap.add_argument("--solo", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--with-peers", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.list:
@@ -554,9 +578,9 @@ def main(argv: list[str] | None = None) -> int:
     res["peers"] = _peers.detect()
     for v in res["peers"].values():
         print(v["message"], flush=True)
-    # stripe is also timed back to back for the comparison with the peers (see worker_run)
-    args.solo = any(info["status"] == "present" and peer in args.peers.split(",")
-                    for peer, info in res["peers"].items())
+    # the peers present and asked for are timed by the run worker, in turns with stripe
+    args.with_peers = ",".join(p for p, info in res["peers"].items()
+                               if info["status"] == "present" and p in args.peers.split(","))
 
     cache = Path(tempfile.mkdtemp(prefix="stripe-bench-cache-"))
     base_env = dict(os.environ, STRIPE_CACHE_DIR=str(cache))
@@ -577,13 +601,6 @@ def main(argv: list[str] | None = None) -> int:
         run["openblas_env"] = ({k: env.get(k) for k in OPENBLAS_ENV}
                                if any(env.get(k) for k in OPENBLAS_ENV)
                                else "unset for this run")
-        run["peers"] = {}
-        for peer, info in res["peers"].items():
-            if info["status"] != "present" or peer not in args.peers.split(","):
-                continue
-            print(f"peer {peer} with {t} thread(s) (own process, not interleaved):",
-                  flush=True)
-            run["peers"][peer] = _run_peer(peer, args, env, names)
         res["runs"].append(run)
     res["wall_s"] = time.time() - started
     res["plots"] = plots(res, out)
