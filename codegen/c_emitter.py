@@ -172,6 +172,7 @@ class _Scope:
 class _Emitter:
     def __init__(self, vector: Vector = AVX2) -> None:
         self.vector = vector
+        self.program_buffers: set[str] = set()  # C names of the program's own buffers
         self.lines: list[str] = []
         self.depth = 1
         self.counters: dict[str, int] = {}
@@ -222,6 +223,7 @@ class _Emitter:
                       f"  /* {comment_name(r.into)} */")
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
                                        memory=r.location.name or MAIN_MEMORY, root=cname)
+            self.program_buffers.add(cname)
             buffers.append(BufferSpec(r.into, r.dtype, r.shape.sizes, r.shape.strides,
                                       r.dir.writes))
         for r in root.refs:
@@ -236,6 +238,7 @@ class _Emitter:
             frees.append(cname)
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
                                        memory=r.location.name or MAIN_MEMORY, root=cname)
+            self.program_buffers.add(cname)
         if root.idxs or root.constraints:
             raise IRError("the program block must have no indexes or constraints", root.name)
         self.line("int64_t stripe_lc[STRIPE_NSTATS] = {0};")
@@ -384,6 +387,7 @@ class _Emitter:
         lo, hi = self.bound_text(bound, scope)
         self.line(f"int64_t {x} = {lo};  /* {comment_name(ix.name)} */")
         self.open(f"for (; {x} + {lanes} <= {hi}; {x} += {lanes})")
+        self.prefetches(b, ix, x, outer, scope)
         # kept as a loop: gcc vectorises it (a max/min as vmaxps/vminps) where it would not
         # vectorise the eight statements left by unrolling it
         self.line("#pragma GCC unroll 0")
@@ -404,6 +408,30 @@ class _Emitter:
             offset = offset + a * st
         self.line(_combine_text(f"{parent.cname}[{self.affine(offset, scope)}]", f"{acc}[0]",
                                 agg, w.dtype))
+
+    def prefetches(self, b: Block, ix: Index, value: str, outer: _Scope, scope: _Scope) -> None:
+        """``vector.prefetch_ahead`` bytes ahead of the point ``ix = value``, prefetch every
+        program buffer that ``b`` only reads with unit stride along ``ix`` (see
+        ``Compute.prefetch_ahead``). The address is formed as an integer: it may be past the
+        buffer's end, where a prefetch is harmless and never faults."""
+        ahead = self.vector.prefetch_ahead
+        if not ahead:
+            return
+        at = _Scope({**scope.idx, ix.name: value}, scope.refs, scope.scalars, scope.in_transfer)
+        for r in b.refs:
+            if r.is_alloc or r.dir is not RefDir.IN or r.from_ not in outer.refs:
+                continue
+            parent = outer.refs[r.from_]
+            if parent.root not in self.program_buffers or not any(
+                    st == 1 and a.coeff(ix.name) == 1
+                    for a, st in zip(r.access, parent.strides)):
+                continue
+            offset = Affine()
+            for a, st in zip(r.access, parent.strides):
+                offset = offset + a * st
+            self.line(f"__builtin_prefetch((const void *)((uintptr_t)({parent.cname} + "
+                      f"({self.affine(offset, at)})) + {ahead}));"
+                      f"  /* {comment_name(r.into)}, {ahead} bytes ahead */")
 
     def lane_body(self, b: Block, ix: Index, value: str, w: Refinement, target: str,
                   outer: _Scope, scope: _Scope, path: str) -> None:

@@ -63,6 +63,9 @@ class Vector:
     registers: int = 16
     """Vector registers the kernel may keep live (16 for AVX2, 32 for AVX-512)."""
 
+    prefetch_ahead: int = 0
+    """Bytes ahead that row reductions prefetch their inputs (``compute.prefetch_ahead``)."""
+
     def __post_init__(self) -> None:
         if self.bytes not in VECTOR_WIDTHS:
             object.__setattr__(self, "bytes", 32)

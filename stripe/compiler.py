@@ -339,7 +339,8 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
         return compile_program(program, [("lower", program)])
     config = load_config(target)
     flags = tuple(config.cflags or ("-march=native",))
-    vector = Vector(config.compute.vector_width, config.compute.vector_registers)
+    vector = Vector(config.compute.vector_width, config.compute.vector_registers,
+                    config.compute.prefetch_ahead)
 
     def rerun() -> tuple[Block, list[tuple[str, Block]]]:
         return run_pipeline(program, config, verify=verify, check=check)

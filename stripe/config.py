@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 CONFIG_KEYS = ("cflags", "compute", "extends", "memories", "passes", "target")
 MEMORY_KEYS = ("banks", "line", "name", "size")
-COMPUTE_KEYS = ("units", "vector_width", "vector_registers")
+COMPUTE_KEYS = ("units", "vector_width", "vector_registers", "prefetch_ahead")
 PASS_KEYS = ("after", "before", "name", "options", "type")
 SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
@@ -102,6 +102,12 @@ class Compute:
     writes micro-kernels and reduction lanes for it."""
     vector_registers: int = 16
     """SIMD registers a micro-kernel may keep live (16: SSE/AVX2, 32: AVX-512/NEON)."""
+    prefetch_ahead: int = 0
+    """Bytes ahead that a row reduction (a loop the C back end runs in vector lanes)
+    prefetches the program buffers it reads, one prefetch per lane group; 0: none. A
+    hardware prefetcher stops at 4 KiB page boundaries, so a row of 4 KiB or more starts
+    cold; 4096 fetches the next page (the next row of a 4096x1024 float32 softmax) while
+    the current one is computed."""
 
 
 @dataclass(frozen=True)
@@ -448,7 +454,8 @@ def _load_draft(source: _Source, chain: tuple[str, ...]) -> _Draft:
         _merge_memories(f, top["memories"], draft)
     if "compute" in top:
         for key, value in f.mapping(top["compute"], "compute", COMPUTE_KEYS).items():
-            draft.compute[key] = f.integer(value, f"compute {key}")
+            draft.compute[key] = f.integer(value, f"compute {key}",
+                                           minimum=0 if key == "prefetch_ahead" else 1)
     if "cflags" in top:
         draft.cflags = _cflags(f, top["cflags"])
     if "passes" in top:

@@ -155,3 +155,29 @@ def test_a_row_whose_bounds_follow_the_reduction_is_left_alone(rng):
     got = prog(I=x)["O"]
     np.testing.assert_allclose(got, np.triu(np.ones((6, 10))).__mul__(x).sum(axis=0),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_prefetch_ahead_reaches_only_program_buffers(tmp_path, rng):
+    """``compute.prefetch_ahead``: each lane group of a row reduction prefetches the program
+    input it reads that many bytes ahead; local buffers and outputs are not prefetched, and
+    the result is the same (a prefetch reads nothing: past the end of the buffer it is
+    harmless)."""
+    softmax = """function (I[X, Y]) -> (O) {
+        M[x, 0 : X, 1] = >(I[x, y]);
+        E = exp(I - M);
+        S[x, 0 : X, 1] = +(E[x, y]);
+        O = E / S;
+    }"""
+    x = rng.standard_normal((37, 1000)).astype(np.float32)
+    cfg = tmp_path / "pf.yaml"
+    cfg.write_text("target: pf\nextends: cpu_avx2\ncompute: {prefetch_ahead: 256}\n")
+    prog = stripe.compile(softmax, {"I": x}, target=str(cfg))
+    lines = [ln for ln in prog.c_source.splitlines() if "__builtin_prefetch" in ln]
+    assert lines and all("/* I, 256 bytes ahead */" in ln for ln in lines)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(prog(I=x)["O"], e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+    off_cfg = tmp_path / "off.yaml"
+    off_cfg.write_text("target: no_prefetch\nextends: cpu_avx2\ncompute: {prefetch_ahead: 0}\n")
+    off = stripe.compile(softmax, {"I": x}, target=str(off_cfg))
+    assert "__builtin_prefetch" not in off.c_source
+    np.testing.assert_array_equal(off(I=x)["O"], prog(I=x)["O"])
