@@ -256,6 +256,9 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
                 servers[p].restart()
                 continue
             peer_samples[p] += rep["samples_s"]
+            # a peer's worker threads may spin on after its calls (PlaidML's pool is not
+            # bound by OMP_NUM_THREADS): let them go idle before anything else is timed
+            time.sleep(args.settle)
     for s, xs in solo.items():
         entry[s].update(solo_median_s=statistics.median(xs), solo_samples_s=xs)
     for p, xs in peer_samples.items():
