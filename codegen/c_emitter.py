@@ -599,22 +599,41 @@ class _Emitter:
     def kernel_tail(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope, rows: str,
                     first: str, cols: str, k_bounds: dict[str, _Bounds]) -> None:
         """Columns ``[first, cols)`` of rows ``[0, rows)`` of ``k`` as scalar loops: what a
-        ragged tile leaves after its whole vectors (each element still sums its terms in
-        reduction order)."""
+        ragged tile leaves after its whole vectors. The reduction loops run outside the
+        rows and columns, over a local block of accumulators, so that the elements' sums
+        are independent chains (with the reduction innermost, each element waited on its
+        own previous FMA: a 1020x23x1022 matmul, 7 such columns per row panel, took 15.5 ms
+        instead of 9.7). Each element still sums its terms in reduction order."""
         ct = C_TYPES[k.dtype]
         (pa, pb, pc), stride = self.kernel_pointers(b, k, outer, scope)
-        i, j, s = self.fresh("x"), self.fresh("x"), self.fresh("s")
-        self.open(f"for (int64_t {i} = 0; {i} < {rows}; ++{i})")
-        self.open(f"for (int64_t {j} = {first}; {j} < {cols}; ++{j})")
-        c_at = f"{pc}[INT64_C({stride('c', k.c, k.m)}) * {i} + {j}]"
-        self.line(f"{ct} {s} = {c_at};")
+        acc = self.fresh("t")
+        width = k.lanes  # at most lanes - 1 columns are left after the whole vectors
+        self.line(f"{ct} {acc}[{k.mr * width}];  /* the tail's accumulators */")
+
+        def rows_cols() -> tuple[str, str]:
+            i, j = self.fresh("x"), self.fresh("x")
+            self.open(f"for (int64_t {i} = 0; {i} < {rows}; ++{i})")
+            self.open(f"for (int64_t {j} = {first}; {j} < {cols}; ++{j})")
+            return i, j
+
+        def c_at(i: str, j: str) -> str:
+            return f"{pc}[INT64_C({stride('c', k.c, k.m)}) * {i} + {j}]"
+
+        def acc_at(i: str, j: str) -> str:
+            return f"{acc}[{width} * {i} + {j} - ({first})]"
+
+        i, j = rows_cols()
+        self.line(f"{acc_at(i, j)} = {c_at(i, j)};")
+        self.close(2)
         offs_a, offs_b = self.reduction_loops(k, k_bounds, stride, scope)
-        offs_a.insert(0, f"INT64_C({stride('a', k.a, k.m)}) * {i}" + (f" + {j}" if k.a_vector
-                                                                        else ""))
-        offs_b.insert(0, j)
-        self.line(f"{s} += {pa}[{' + '.join(offs_a)}] * {pb}[{' + '.join(offs_b)}];")
+        i, j = rows_cols()
+        row_a = f"INT64_C({stride('a', k.a, k.m)}) * {i}" + (f" + {j}" if k.a_vector else "")
+        self.line(f"{acc_at(i, j)} += {pa}[{' + '.join([row_a, *offs_a])}] * "
+                  f"{pb}[{' + '.join([j, *offs_b])}];")
+        self.close(2)
         self.close(len(k.ks))
-        self.line(f"{c_at} = {s};")
+        i, j = rows_cols()
+        self.line(f"{c_at(i, j)} = {acc_at(i, j)};")
         self.close(2)
 
     def count_entry(self, b: Block, outer: _Scope) -> None:

@@ -155,6 +155,17 @@ def test_cpu_avx512_takes_the_7x48_kernel_on_7_pixel_rows(rng, size, co):
     assert "micro-kernel 7x48" in prog.c_source
 
 
+@pytest.mark.parametrize("m,k,n", [(50, 300, 23), (7, 1030, 29), (13, 17, 21)])
+def test_columns_short_of_a_vector_sum_in_reduction_order(rng, m, k, n):
+    """The columns past the last whole vector of a tile (7, 5 and 5 here) run as scalar
+    loops over a block of accumulators, the reduction outermost; through cpu_avx2, whose
+    L2 tiles also split the reduction, against numpy."""
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    prog = check(MATMUL, {"A": a, "B": b}, a @ b, "cpu_avx2")
+    assert "the tail's accumulators" in prog.c_source
+
+
 def test_float64_uses_four_lanes(tmp_path, rng):
     a = rng.standard_normal((11, 19))
     b = rng.standard_normal((19, 24))
