@@ -357,8 +357,10 @@ def _peer_table(run: dict) -> list[str]:
         return []
     lines = [f"Peers, {run['threads']} thread(s), each kept loaded in its own process and "
              "timed in turns with stripe (rounds of a few calls of each, back to back: warm "
-             "caches); stripe_avx2/peer = peer time / stripe_avx2 time, both from those "
-             "rounds (stripe_avx2's time interleaved with numpy is in the table above).", ""]
+             "caches); X/peer = peer time / X time, both from those rounds (X's time "
+             "interleaved with numpy is in the table above). TVM compiles for AVX2 "
+             "(`-mcpu=haswell`); PlaidML's LLVM CPU device picks its own instruction set "
+             "and thread count.", ""]
     for peer, pr in peers.items():
         if "error" in pr:
             lines += [f"- {peer}: not measured: {pr['error']}", ""]
@@ -366,22 +368,26 @@ def _peer_table(run: dict) -> list[str]:
     ok_peers = [p for p, pr in peers.items() if "error" not in pr]
     if not ok_peers:
         return lines
-    hdr = ["workload"]
+    mine = [s for s in ("stripe_avx2", "stripe_avx512")
+            if any(s in run["workloads"][n] for n in names)]
+
+    def solo(n: str, s: str) -> float | None:
+        st = run["workloads"][n].get(s, {})
+        return st.get("solo_median_s", st.get("median_s"))
+
+    hdr = ["workload"] + [f"{s} solo ms" for s in mine]
     for p in ok_peers:
-        hdr += [f"{p} ms", f"{p} GFLOP/s", f"{p} check", f"stripe_avx2/{p}"]
-    hdr.insert(1, "stripe_avx2 solo ms")
+        hdr += [f"{p} ms", f"{p} GFLOP/s", f"{p} check"] + [f"{s}/{p}" for s in mine]
     lines += ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
     for n in names:
-        st = run["workloads"][n].get("stripe_avx2", {})
-        key = "solo_median_s" if "solo_median_s" in st else "median_s"
-        row = [n, f"{st[key] * 1e3:.2f}" if key in st else "-"]
+        row = [n] + [f"{solo(n, s) * 1e3:.2f}" if solo(n, s) else "-" for s in mine]
         for p in ok_peers:
             e = peers[p]["workloads"].get(n, {})
             row += [f"{e['median_s'] * 1e3:.2f}" if "median_s" in e else "-",
                     f"{e['gflops']:.2f}" if "gflops" in e else "-",
-                    str(e.get("check", "-")).replace("|", "/")[:60],
-                    f"{e['median_s'] / st[key]:.3f}"
-                    if "median_s" in e and key in st else "-"]
+                    str(e.get("check", "-")).replace("|", "/")[:60]]
+            row += [f"{e['median_s'] / solo(n, s):.3f}" if "median_s" in e and solo(n, s)
+                    else "-" for s in mine]
         lines.append("| " + " | ".join(row) + " |")
     return lines + [""]
 
