@@ -12,6 +12,13 @@ import stripe
 from stripe.compiler import compile_program
 from stripe.interp import interpret
 
+SOFTMAX = """function (I[X, Y]) -> (O) {
+    M[x, 0 : X, 1] = >(I[x, y]);
+    E = exp(I - M);
+    S[x, 0 : X, 1] = +(E[x, y]);
+    O = E / S;
+}"""
+
 ROWS = {
     "add": ("function (I[X, Y]) -> (O) { O[x : X] = +(I[x, y]); }", np.sum),
     "max": ("function (I[X, Y]) -> (O) { O[x : X] = >(I[x, y]); }", np.max),
@@ -80,14 +87,8 @@ def test_a_fused_softmax_row_reduces_in_lanes_while_it_stores_the_row(rng, y):
     # cpu_avx2 fuses the row max, exp(I - M), the row sum and the division into one block
     # per row; the block computing E = exp(I - M) also sums E into S. S runs in lanes, the
     # stores of E stay point by point (one pass, nothing reordered but the sum).
-    src = """function (I[X, Y]) -> (O) {
-        M[x, 0 : X, 1] = >(I[x, y]);
-        E = exp(I - M);
-        S[x, 0 : X, 1] = +(E[x, y]);
-        O = E / S;
-    }"""
     x = (rng.standard_normal((7, y)) * 4).astype(np.float32)
-    prog = stripe.compile(src, {"I": x}, target="cpu_avx2")
+    prog = stripe.compile(SOFTMAX, {"I": x}, target="cpu_avx2")
     fused = [b for _, b in prog.ir.walk() if "kernel_1" in b.name and "+" in b.name]
     assert fused, "the softmax was not fused"
     assert "partial S per lane" in prog.c_source and "partial M per lane" in prog.c_source
@@ -162,22 +163,16 @@ def test_prefetch_ahead_reaches_only_program_buffers(tmp_path, rng):
     input it reads that many bytes ahead; local buffers and outputs are not prefetched, and
     the result is the same (a prefetch reads nothing: past the end of the buffer it is
     harmless)."""
-    softmax = """function (I[X, Y]) -> (O) {
-        M[x, 0 : X, 1] = >(I[x, y]);
-        E = exp(I - M);
-        S[x, 0 : X, 1] = +(E[x, y]);
-        O = E / S;
-    }"""
     x = rng.standard_normal((37, 1000)).astype(np.float32)
     cfg = tmp_path / "pf.yaml"
     cfg.write_text("target: pf\nextends: cpu_avx2\ncompute: {prefetch_ahead: 256}\n")
-    prog = stripe.compile(softmax, {"I": x}, target=str(cfg))
+    prog = stripe.compile(SOFTMAX, {"I": x}, target=str(cfg))
     lines = [ln for ln in prog.c_source.splitlines() if "__builtin_prefetch" in ln]
     assert lines and all("/* I, 256 bytes ahead */" in ln for ln in lines)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(prog(I=x)["O"], e / e.sum(axis=1, keepdims=True), rtol=1e-5)
     off_cfg = tmp_path / "off.yaml"
     off_cfg.write_text("target: no_prefetch\nextends: cpu_avx2\ncompute: {prefetch_ahead: 0}\n")
-    off = stripe.compile(softmax, {"I": x}, target=str(off_cfg))
+    off = stripe.compile(SOFTMAX, {"I": x}, target=str(off_cfg))
     assert "__builtin_prefetch" not in off.c_source
     np.testing.assert_array_equal(off(I=x)["O"], prog(I=x)["O"])
