@@ -7,10 +7,10 @@ the vector width and register count come from the hardware config's ``compute``;
 ``-mavx2 -mfma`` and 32-byte vectors every update is one ``vfmadd`` on 8 float32 lanes):
 
 * ``mr x nv`` vector accumulators (``mr`` = range of the ``m`` index, ``nv`` = range of ``n``
-  over the lane count) are loaded from ``C`` once,
+  over the lane count) start at zero while ``C``'s lines are prefetched,
 * for every point of the reduction indexes, ``nv`` vectors of ``B`` are loaded and each row's
   element of ``A`` is broadcast into ``nv`` fused multiply-adds,
-* and the accumulators are stored back once.
+* and each accumulator is added to ``C`` once, after the reduction.
 
 What a block must look like (:func:`match`; anything else uses the generic loop nest, which
 computes the same thing):
