@@ -310,6 +310,9 @@ class _Emitter:
                           comment_name(ix.name))
             scope.idx[ix.name] = val
             opened += 1
+            if (pos == len(loops) - 2 and scope.in_transfer and not b.sub_blocks
+                    and not ix.is_passed_in):
+                self.copy_prefetches(b, ix, loops[-1], val, outer, scope)
             for g in guards[pos]:
                 self.open(f"if ({self.affine(g, scope)} >= 0)")
                 opened += 1
@@ -432,6 +435,38 @@ class _Emitter:
             self.line(f"__builtin_prefetch((const void *)((uintptr_t)({parent.cname} + "
                       f"({self.affine(offset, at)})) + {ahead}));"
                       f"  /* {comment_name(r.into)}, {ahead} bytes ahead */")
+
+    def copy_prefetches(self, b: Block, row: Index, inner: Index, value: str, outer: _Scope,
+                        scope: _Scope) -> None:
+        """In a copy (a leaf block inside a ``transfer``), at the start of each row (an
+        iteration of the loop ``row`` around the innermost loop ``inner``), prefetch the row
+        ``vector.copy_prefetch`` bytes of rows ahead of every view the block reads with unit
+        stride along ``inner``, one prefetch per 64 bytes (see ``Compute.copy_prefetch``).
+        The address is formed as an integer: it may be past the buffer's end, where a
+        prefetch is harmless and never faults."""
+        ahead = self.vector.copy_prefetch
+        if not ahead:
+            return
+        for r in b.refs:
+            if r.is_alloc or not r.dir.reads or r.dir.writes or r.from_ not in outer.refs:
+                continue
+            parent = outer.refs[r.from_]
+            st = {n: sum(a.coeff(n) * s for a, s in zip(r.access, parent.strides))
+                  for n in (row.name, inner.name)}
+            if st[inner.name] != 1 or st[row.name] == 0:
+                continue
+            row_bytes = inner.range * parent.dtype.itemsize
+            rows = -(-ahead // row_bytes)
+            at = _Scope({**scope.idx, row.name: f"({value} + {rows})", inner.name: "0"},
+                        scope.refs, scope.scalars, scope.in_transfer)
+            offset = Affine()
+            for a, s in zip(r.access, parent.strides):
+                offset = offset + a * s
+            q = self.fresh("q")
+            self.line(f"for (int64_t {q} = 0; {q} < {row_bytes}; {q} += 64) "
+                      f"__builtin_prefetch((const void *)((uintptr_t){parent.cname} + "
+                      f"(uintptr_t)(({self.affine(offset, at)}) * {parent.dtype.itemsize}) "
+                      f"+ (uintptr_t){q}));  /* {comment_name(r.into)}, {rows} rows ahead */")
 
     def lane_body(self, b: Block, ix: Index, value: str, w: Refinement, target: str,
                   outer: _Scope, scope: _Scope, path: str) -> None:

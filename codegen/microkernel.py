@@ -66,6 +66,9 @@ class Vector:
     prefetch_ahead: int = 0
     """Bytes ahead that row reductions prefetch their inputs (``compute.prefetch_ahead``)."""
 
+    copy_prefetch: int = 0
+    """Bytes of rows ahead that copies prefetch their sources (``compute.copy_prefetch``)."""
+
     def __post_init__(self) -> None:
         if self.bytes not in VECTOR_WIDTHS:
             object.__setattr__(self, "bytes", 32)

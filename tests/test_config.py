@@ -223,6 +223,8 @@ passes:
     assert e.line == 2 and "compute units must be an integer, got bool True" in str(e)
     e = error(tmp_path, "target: t\ncompute: {prefetch_ahead: -64}\n")
     assert e.line == 2 and "compute prefetch_ahead must be >= 0" in str(e)
+    e = error(tmp_path, "target: t\ncompute: {copy_prefetch: -1}\n")
+    assert e.line == 2 and "compute copy_prefetch must be >= 0" in str(e)
 
 
 def test_option_values_checked_by_the_pass(tmp_path: Path):
