@@ -35,6 +35,7 @@ Tags set: ``inner_set`` on Q.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -56,6 +57,24 @@ class Options(Selection):
     inner_set: tuple[str, ...] = ()
     """Tags added to the inner block Q."""
 
+    reorder: bool = False
+    """Also choose the order of P's loop indexes (up to 5; P's points are independent, so
+    any order has the same meaning): the order whose copies, after hoisting, move the
+    fewest points, counting ``output_cost`` per element of a view P's other statements
+    write each time the loops come back to a tile of it they left (a reduction index
+    outside an output index reloads the output tile). Ties keep P's order. The outermost
+    index stays one that every view P writes follows, which the ``threads`` pass can share
+    among the cores (a reduction outermost would leave it only the tile loops inside)."""
+
+    output_cost: float = 1.0
+    """Weight, against one copied point, of one element of an output tile reloaded (see
+    ``reorder``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.output_cost < 0:
+            raise ValueError(f"output_cost must be >= 0, got {self.output_cost}")
+
 
 def run(block: Block, options: Options) -> Block:
     """Hoist invariant copies out of the trailing loops of every selected block."""
@@ -65,24 +84,82 @@ def run(block: Block, options: Options) -> Block:
 def _hoist(p: Block, site: Site, options: Options) -> Block:
     if p.constraints or site.parent is None:
         return p
-    plain = [i for i in p.idxs if not i.is_passed_in]
     candidates = [k for k, s in enumerate(p.stmts)
                   if isinstance(s, Block) and not s.tags.isdisjoint(options.stmt_tags)
                   and _movable(p, k)]
-    best: tuple[int, int, list[int]] | None = None  # (saved points, -prefix, statements)
+    if not candidates:
+        return p
+    if options.reorder:
+        p = _best_order(p, candidates, options)
+    best = _best_prefix(p, [i for i in p.idxs if not i.is_passed_in], candidates)
+    if best is None:
+        return p
+    return _split(p, best[1], best[2], options)
+
+
+def _best_prefix(p: Block, plain: list[Index], candidates: list[int],
+                 ) -> tuple[int, int, list[int]] | None:
+    """For P's loop indexes in the order ``plain``: (copied points skipped, prefix length,
+    statements moved) of the prefix that skips the most (the shortest among equals), or
+    None when no prefix skips any."""
+    names = {i.name for i in plain}
+    deps = {k: _depends(p, p.stmts[k]) & names for k in candidates}
+    best: tuple[int, int, list[int]] | None = None
     for n in range(1, len(plain)):
         outer = {i.name for i in plain[:n]}
         repeats = math.prod(i.range for i in plain[n:])
         if repeats <= 1:
             continue
-        moved = [k for k in candidates if _depends(p, p.stmts[k]) & {i.name for i in plain}
-                 <= outer]
-        saved = sum(p.stmts[k].work for k in moved) * (repeats - 1)  # type: ignore[union-attr]
-        if moved and (best is None or (saved, -n) > best[:2]):
-            best = (saved, -n, moved)
-    if best is None:
+        moved = [k for k in candidates if deps[k] <= outer]
+        saved = (sum(p.stmts[k].work for k in moved)  # type: ignore[union-attr]
+                 * math.prod(i.range for i in plain[:n]) * (repeats - 1))
+        if moved and (best is None or saved > best[0]):
+            best = (saved, n, moved)
+    return best
+
+
+def _best_order(p: Block, candidates: list[int], options: Options) -> Block:
+    """``p`` with its loop indexes in the order that moves the fewest points (see
+    ``Options.reorder``); ``p`` itself when no order beats its own."""
+    plain = [i for i in p.idxs if not i.is_passed_in]
+    if not 2 <= len(plain) <= 5:
         return p
-    return _split(p, -best[1], best[2], options)
+    names = {i.name for i in plain}
+    total = math.prod(i.range for i in plain)
+    copied = sum(p.stmts[k].work for k in candidates)  # type: ignore[union-attr]
+    outputs: list[tuple[int, set[str]]] = []  # (elements of a tile, indexes it follows)
+    for k, st in enumerate(p.stmts):
+        if k in candidates:
+            continue
+        for name, (_, writes) in sorted(statement_uses(st).items()):
+            if writes and p.has_ref(name) and not p.ref(name).is_alloc:
+                r = p.ref(name)
+                follows = set().union(*(a.vars() for a in r.access)) & names
+                outputs.append((math.prod(r.shape.sizes), follows))
+
+    def cost(order: tuple[Index, ...]) -> float:
+        best = _best_prefix(p, list(order), candidates)
+        points = copied * total - (best[0] if best else 0)
+        for elements, follows in outputs:
+            last = max((j for j, i in enumerate(order) if i.name in follows), default=-1)
+            visits = math.prod(i.range for i in order[:last + 1])
+            least = math.prod(i.range for i in order if i.name in follows)
+            points += options.output_cost * elements * (visits - least)
+        return points
+
+    shared = set.intersection(*(follows for _, follows in outputs)) if outputs else names
+    own = tuple(plain)
+    chosen, lowest = own, cost(own)
+    for order in itertools.permutations(plain):
+        if order[0].name not in shared:
+            continue  # the outermost loop stays one the threads pass can share
+        c = cost(order)
+        if c < lowest:
+            chosen, lowest = order, c
+    if chosen == own:
+        return p
+    slots = iter(chosen)
+    return p.replace(idxs=tuple(i if i.is_passed_in else next(slots) for i in p.idxs))
 
 
 def _depends(p: Block, c: Statement) -> set[str]:

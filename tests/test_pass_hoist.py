@@ -78,6 +78,40 @@ def test_a_copy_that_depends_on_the_last_index_stays(tmp_path):
     assert hoist.run(before, Options(reqs=("tiles",))) is before
 
 
+def test_reorder_packs_each_tile_of_b_once_with_the_rows_innermost(tmp_path):
+    # [m:4, n:4, k:4]: both copies depend on k, the last index, so nothing moves in this
+    # order; in the order [n, k, m] B's copy depends on the leading (n, k) and moves out of
+    # m, while each output tile is reloaded once per tile of k (cheaper here: 12 KiB of
+    # output reloads against 4x fewer copies of B's tiles)
+    before = packed(tmp_path, 40, 64, 48, max_total=2048)
+    assert tile_loop(before).idx_names == ("m", "n", "k")
+    after = run_and_check(hoist.run, before, Options(reqs=("tiles",), reorder=True))
+    p2 = tile_loop(after)
+    assert p2.idx_names == ("n", "k")  # the outermost is an output index: threads share it
+    copy, q = p2.stmts
+    assert isinstance(copy, Block) and copy.name.endswith("cache_in_B")
+    assert isinstance(q, Block) and q.idx_names == ("m", "n", "k")
+    assert not q.idx("m").is_passed_in and q.idx("n").is_passed_in
+    assert p2.work < tile_loop(before).work
+    assert print_ir(after) == print_ir(hoist.run(before, Options(reqs=("tiles",),
+                                                                  reorder=True)))
+    # output reloads weighted high: the order stays and nothing moves
+    assert hoist.run(before, Options(reqs=("tiles",), reorder=True,
+                                     output_cost=100.0)) is before
+    with pytest.raises(ValueError, match="output_cost"):
+        Options(output_cost=-1.0)
+
+
+@pytest.mark.parametrize("m,k,n", [(40, 64, 48), (37, 50, 61), (13, 77, 9)])
+def test_reordered_programs_run_in_c(tmp_path, rng, m, k, n):
+    after = hoist.run(packed(tmp_path, m, k, n, max_total=2048),
+                      Options(reqs=("tiles",), reorder=True))
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    got = compile_program(after)(A=a, B=b)["C"]
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_refusals(tmp_path):
     before = packed(tmp_path, 40, 7, 61)
     p = tile_loop(before)
