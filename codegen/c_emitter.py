@@ -70,6 +70,13 @@ PRELUDE = """\
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+/* lane masks for a partial vector: the n lanes from table + lanes - n are all ones */
+static const int32_t stripe_lane_mask_i32[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                 0, 0, 0, 0, 0, 0, 0, 0};
+static const int64_t stripe_lane_mask_i64[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
 
 """ + microkernel.vector_typedefs() + vmath.VMATH_C + """
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -108,6 +115,12 @@ class CProgram:
     @property
     def outputs(self) -> tuple[BufferSpec, ...]:
         return tuple(b for b in self.buffers if b.is_output)
+
+
+# AVX masked access per element type: (lane mask table suffix, masked load, masked store)
+_MASK_OPS = {DType.FLOAT32: ("i32", "_mm256_maskload_ps", "_mm256_maskstore_ps"),
+             DType.FLOAT64: ("i64", "_mm256_maskload_pd", "_mm256_maskstore_pd")}
+_M256 = {DType.FLOAT32: "__m256", DType.FLOAT64: "__m256d"}
 
 
 def comment_name(name: str) -> str:
@@ -533,6 +546,9 @@ class _Emitter:
         self.close()
         shapes = [(r, v) for r in range(1, k.mr + 1) for v in range(1, k.nv + 1)
                   if (r, v) != (k.mr, k.nv) and (rows or r == k.mr) and (cols or v == k.nv)]
+        if cols and self.masked_tail_ok(k):
+            self.masked_ragged(b, k, outer, scope, conds, rows, cols, k_bounds)
+            return True
         if shapes or cols:  # a ragged tile: whole vectors of the rows and columns in range,
             lanes = k.lanes  # then the columns short of a vector as scalar loops
             r_expr = rows or str(k.mr)
@@ -555,11 +571,73 @@ class _Emitter:
             self.close()
         return True
 
+    def masked_tail_ok(self, k: MicroKernel) -> bool:
+        """Can the last, partial vector of columns use AVX masked loads and stores? (32-byte
+        vectors; the C code also keeps the scalar tail for compilers without AVX.)"""
+        return self.vector.bytes == 32 and k.dtype in _MASK_OPS
+
+    def masked_ragged(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
+                      conds: list[str], rows: str, cols: str,
+                      k_bounds: dict[str, _Bounds]) -> None:
+        """The ragged tiles of ``k`` whose columns end inside a vector: the rows in range
+        and ``ceil(cols / lanes)`` vectors of columns, the last one read and written with AVX
+        masked loads and stores (``vmaskmov``: the lanes past ``cols`` are neither read nor
+        written, and never fault). Without ``__AVX__`` the whole vectors and a scalar tail
+        run instead."""
+        lanes, nv = k.lanes, k.nv
+        r_expr = rows or str(k.mr)
+        part = conds + [f"{r_expr} >= 1", f"{cols} >= 1"]
+        self.open(f"else if ({' && '.join(part)})", "the last rows / columns")
+        self.line("#if defined(__AVX__)")
+        vv, mask = self.fresh("v"), self.fresh("mask")
+        itype, _, _ = _MASK_OPS[k.dtype]
+        self.line(f"const int64_t {vv} = ({cols} + {lanes - 1}) / {lanes};"
+                  f"  /* vectors of columns, the last one partial */")
+        self.line(f"const __m256i {mask} = _mm256_loadu_si256((const __m256i *)"
+                  f"(stripe_lane_mask_{itype} + {lanes} - ({cols} - ({vv} - 1) * {lanes})));")
+        self.open(f"switch (({r_expr}) * {nv + 1} + {vv})")
+        for r in range(1, k.mr + 1):
+            if not rows and r != k.mr:
+                continue
+            for v in range(1, nv + 1):
+                self.open(f"case {r * (nv + 1) + v}:")
+                self.micro_kernel_body(b, k, outer, scope, r, v, k_bounds, mask)
+                self.line("break;")
+                self.close()
+        self.line("default: break;")
+        self.close()
+        self.line("#else")
+        self.open(f"switch (({r_expr}) * {nv + 1} + {cols} / {lanes})")
+        for r in range(1, k.mr + 1):
+            if not rows and r != k.mr:
+                continue
+            for v in range(1, nv + 1):
+                self.open(f"case {r * (nv + 1) + v}:")
+                self.micro_kernel_body(b, k, outer, scope, r, v, k_bounds)
+                self.line("break;")
+                self.close()
+        self.line("default: break;")
+        self.close()
+        self.open(f"if ({cols} % {lanes})")
+        self.kernel_tail(b, k, outer, scope, r_expr, f"{cols} / {lanes} * {lanes}", cols,
+                         k_bounds)
+        self.close()
+        self.line("#endif")
+        self.close()
+
     def micro_kernel_body(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
-                          rows: int, vecs: int, k_bounds: dict[str, _Bounds]) -> None:
+                          rows: int, vecs: int, k_bounds: dict[str, _Bounds],
+                          mask: str | None = None) -> None:
         """The first ``rows`` rows and ``vecs`` vectors of columns of ``k``: accumulators in
-        registers over the reduction."""
+        registers over the reduction. With ``mask`` (an AVX lane mask), the last vector of
+        columns loads and stores only the lanes the mask selects."""
         vt, ct, lanes = k.vector_type, C_TYPES[k.dtype], k.lanes
+        _, load_op, store_op = _MASK_OPS.get(k.dtype, ("", "", ""))
+
+        def load(name: str, addr: str, j: int) -> str:
+            if mask is not None and j == vecs - 1:
+                return f"{vt} {name} = ({vt}){load_op}({addr}, {mask});"
+            return f"{vt} {name}; memcpy(&{name}, {addr}, sizeof({vt}));"
         (pa, pb, pc), stride = self.kernel_pointers(b, k, outer, scope)
         scm, sam = stride("c", k.c, k.m), stride("a", k.a, k.m)
         acc = [[self.fresh("acc") for _ in range(vecs)] for _ in range(rows)]
@@ -576,13 +654,12 @@ class _Emitter:
         self.line(f"const {ct} *{qb} = {pb}{''.join(' + ' + o for o in offs_b)};")
         bv = [self.fresh("bv") for _ in range(vecs)]
         for j, name in enumerate(bv):
-            self.line(f"{vt} {name}; memcpy(&{name}, {qb} + {j * lanes}, sizeof({vt}));")
+            self.line(load(name, f"{qb} + {j * lanes}", j))
         for i, row in enumerate(acc):
             if k.a_vector:  # A follows the columns too: a vector of it per accumulator
                 for j, (name, bn) in enumerate(zip(row, bv)):
                     av = self.fresh("av")
-                    self.line(f"{vt} {av}; memcpy(&{av}, {qa} + {i * sam + j * lanes}, "
-                              f"sizeof({vt}));")
+                    self.line(load(av, f"{qa} + {i * sam + j * lanes}", j))
                     self.line(f"{name} += {bn} * {av};")
                 continue
             av = self.fresh("av")
@@ -593,6 +670,10 @@ class _Emitter:
         for i, row in enumerate(acc):
             for j, name in enumerate(row):
                 off, cv = f"{pc} + {i * scm + j * lanes}", self.fresh("cv")
+                if mask is not None and j == vecs - 1:
+                    self.line(f"{{ {load(cv, off, j)} {cv} += {name}; "
+                              f"{store_op}({off}, {mask}, ({_M256[k.dtype]}){cv}); }}")
+                    continue
                 self.line(f"{{ {vt} {cv}; memcpy(&{cv}, {off}, sizeof({vt})); {cv} += {name}; "
                           f"memcpy({off}, &{cv}, sizeof({vt})); }}")
 

@@ -36,7 +36,8 @@ corner that minimises it, so the kernel runs when every constraint holds there a
 generic loop nest (which tests each point) runs otherwise. A constraint that only bounds the
 ``m`` rows or the ``n`` columns from above (the last tile of a range the tile does not
 divide) instead gives the number of rows or columns in range, and a kernel with that many
-rows and whole vectors of columns runs (the columns short of a vector as scalar loops); one
+rows and vectors of columns runs (a last vector partly in range through AVX lane masks, or,
+without AVX, the columns short of a vector as scalar loops); one
 on a single reduction
 index (the last tile of a split reduction) bounds the kernel's loop over it. Full tiles take
 the fast path, edge tiles a shorter kernel or the exact loop nest; no element outside the

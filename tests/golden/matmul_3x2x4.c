@@ -3,6 +3,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+/* lane masks for a partial vector: the n lanes from table + lanes - n are all ones */
+static const int32_t stripe_lane_mask_i32[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                 0, 0, 0, 0, 0, 0, 0, 0};
+static const int64_t stripe_lane_mask_i64[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
 
 typedef float stripe_f32x4 __attribute__((vector_size(16)));
 typedef double stripe_f64x2 __attribute__((vector_size(16)));
