@@ -173,7 +173,8 @@ class Options(Selection):
     ``units * (points of the busiest core) / points``: a 14x14x256 convolution's 256 output
     channels in tiles of 96 split 2 + 1 tiles (192 and 64 channels), 1.5x; in tiles of 48,
     3 + 3 (144 and 112), 1.125x. The term assumes the ``threads`` pass sees every such index
-    of the tile block; one that ``hoist`` moves inward is not shared. 1: no term."""
+    of the tile block; ``hoist`` with the same ``units`` moves none inward that would leave
+    the cores less evenly loaded. 1: no term."""
 
     units_parts: int = 1
     """Shares per core (the ``threads`` pass's ``parts_per_thread``), handed out in order

@@ -70,10 +70,20 @@ class Options(Selection):
     """Weight, against one copied point, of one element of an output tile reloaded (see
     ``reorder``)."""
 
+    units: int = 1
+    """Cores among which the ``threads`` pass will share P's loops (after hoisting, those
+    left in P'). A prefix or order is taken only if the indexes it leaves in P' that every
+    written view follows share as evenly among ``units`` cores as P's own do: a 56x56x64
+    convolution's tile loop ``[x:5, co:2]`` shares evenly by ``co`` (1 + 1); hoisting its
+    input's copy out of ``co`` left only ``x`` (3 + 2 row tiles), 1.2x the work on one
+    core. 1: no condition."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.output_cost < 0:
             raise ValueError(f"output_cost must be >= 0, got {self.output_cost}")
+        if self.units < 1:
+            raise ValueError(f"units must be >= 1, got {self.units}")
 
 
 def run(block: Block, options: Options) -> Block:
@@ -89,26 +99,65 @@ def _hoist(p: Block, site: Site, options: Options) -> Block:
                   and _movable(p, k)]
     if not candidates:
         return p
+    shared = _shared(p, candidates)
+    limit = _imbalance(p, [i for i in p.idxs if not i.is_passed_in], shared, options.units)
     if options.reorder:
-        p = _best_order(p, candidates, options)
-    best = _best_prefix(p, [i for i in p.idxs if not i.is_passed_in], candidates)
+        p = _best_order(p, candidates, shared, limit, options)
+    best = _best_prefix(p, [i for i in p.idxs if not i.is_passed_in], candidates, shared,
+                        limit, options.units)
     if best is None:
         return p
     return _split(p, best[1], best[2], options)
 
 
-def _best_prefix(p: Block, plain: list[Index], candidates: list[int],
-                 ) -> tuple[int, int, list[int]] | None:
+def _written(p: Block, candidates: list[int]) -> list[Refinement]:
+    """The views of P that its statements other than the copies write."""
+    out: list[Refinement] = []
+    for k, st in enumerate(p.stmts):
+        if k in candidates:
+            continue
+        for name, (_, writes) in sorted(statement_uses(st).items()):
+            if writes and p.has_ref(name) and not p.ref(name).is_alloc:
+                out.append(p.ref(name))
+    return out
+
+
+def _shared(p: Block, candidates: list[int]) -> set[str]:
+    """P's loop indexes that every written view follows: those the threads pass may split."""
+    names = {i.name for i in p.idxs if not i.is_passed_in}
+    for r in _written(p, candidates):
+        names &= set().union(*(a.vars() for a in r.access))
+    return names
+
+
+def _imbalance(p: Block, kept: list[Index], shared: set[str], units: int) -> float:
+    """``units * (tiles of the busiest core) / tiles`` when the threads pass shares the
+    indexes of ``kept`` in ``shared`` (as evenly as it can) among ``units`` cores."""
+    if units < 2:
+        return 1.0
+    ranges = {i.name: i.range for i in kept if i.name in shared and i.range > 1}
+    total = math.prod(ranges.values())
+    if not ranges:
+        return float(units)
+    from .partition_compute import choose_parts  # it builds on autotile, as this pass does
+
+    sizes = choose_parts(ranges, units)
+    return units * math.prod(sizes.values()) / total
+
+
+def _best_prefix(p: Block, plain: list[Index], candidates: list[int], shared: set[str],
+                 limit: float, units: int) -> tuple[int, int, list[int]] | None:
     """For P's loop indexes in the order ``plain``: (copied points skipped, prefix length,
-    statements moved) of the prefix that skips the most (the shortest among equals), or
-    None when no prefix skips any."""
+    statements moved) of the prefix that skips the most (the shortest among equals) among
+    those that leave the cores no less evenly loaded than ``limit``; None when none skips
+    any."""
     names = {i.name for i in plain}
     deps = {k: _depends(p, p.stmts[k]) & names for k in candidates}
     best: tuple[int, int, list[int]] | None = None
     for n in range(1, len(plain)):
         outer = {i.name for i in plain[:n]}
         repeats = math.prod(i.range for i in plain[n:])
-        if repeats <= 1:
+        if repeats <= 1 or _imbalance(p, plain[:n], shared, units) > limit + 1e-9:
             continue
         moved = [k for k in candidates if deps[k] <= outer]
         saved = (sum(p.stmts[k].work for k in moved)  # type: ignore[union-attr]
@@ -118,7 +167,8 @@ def _best_prefix(p: Block, plain: list[Index], candidates: list[int],
     return best
 
 
-def _best_order(p: Block, candidates: list[int], options: Options) -> Block:
+def _best_order(p: Block, candidates: list[int], shared: set[str], limit: float,
+                options: Options) -> Block:
     """``p`` with its loop indexes in the order that moves the fewest points (see
     ``Options.reorder``); ``p`` itself when no order beats its own."""
     plain = [i for i in p.idxs if not i.is_passed_in]
@@ -127,18 +177,11 @@ def _best_order(p: Block, candidates: list[int], options: Options) -> Block:
     names = {i.name for i in plain}
     total = math.prod(i.range for i in plain)
     copied = sum(p.stmts[k].work for k in candidates)  # type: ignore[union-attr]
-    outputs: list[tuple[int, set[str]]] = []  # (elements of a tile, indexes it follows)
-    for k, st in enumerate(p.stmts):
-        if k in candidates:
-            continue
-        for name, (_, writes) in sorted(statement_uses(st).items()):
-            if writes and p.has_ref(name) and not p.ref(name).is_alloc:
-                r = p.ref(name)
-                follows = set().union(*(a.vars() for a in r.access)) & names
-                outputs.append((math.prod(r.shape.sizes), follows))
+    outputs = [(math.prod(r.shape.sizes), set().union(*(a.vars() for a in r.access)) & names)
+               for r in _written(p, candidates)]  # (elements of a tile, indexes it follows)
 
     def cost(order: tuple[Index, ...]) -> float:
-        best = _best_prefix(p, list(order), candidates)
+        best = _best_prefix(p, list(order), candidates, shared, limit, options.units)
         points = copied * total - (best[0] if best else 0)
         for elements, follows in outputs:
             last = max((j for j, i in enumerate(order) if i.name in follows), default=-1)
@@ -147,7 +190,6 @@ def _best_order(p: Block, candidates: list[int], options: Options) -> Block:
             points += options.output_cost * elements * (visits - least)
         return points
 
-    shared = set.intersection(*(follows for _, follows in outputs)) if outputs else names
     own = tuple(plain)
     chosen, lowest = own, cost(own)
     for order in itertools.permutations(plain):

@@ -112,6 +112,41 @@ def test_reordered_programs_run_in_c(tmp_path, rng, m, k, n):
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_units_keeps_the_cores_as_evenly_loaded_as_the_tile_loop(tmp_path):
+    # 40x7 @ 7x61 tiled 20x32: [m:2, n:2]. Hoisting A's copy out of n leaves m alone in P'
+    # (2 row tiles: 1 + 1 on 2 cores, as even as [m, n]); on 4 cores P shares 1 + 1 + 1 + 1
+    # but P' only 2 tiles, so nothing moves.
+    before = packed(tmp_path, 40, 7, 61)
+    two = tile_loop(hoist.run(before, Options(reqs=("tiles",), units=2)))
+    assert two.idx_names == ("m",)
+    assert hoist.run(before, Options(reqs=("tiles",), units=4)) is before
+    assert hoist._imbalance(tile_loop(before), list(tile_loop(before).idxs), {"m", "n"},
+                            4) == 1.0
+    assert hoist._imbalance(tile_loop(before), [tile_loop(before).idx("m")], {"m", "n"},
+                            4) == 2.0
+    with pytest.raises(ValueError, match="units"):
+        Options(units=0)
+
+
+def test_cpu_avx2_shares_the_channel_tiles_of_a_56x56x64_convolution(rng):
+    # its tile loop [x:5, co:2]: the order [co, x] hoists the weights out of the row tiles
+    # and the two channel tiles go one to each core (not 3 + 2 row tiles)
+    src = """function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) {
+        O[n, x, y, co : N, X, Y, CO] = +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]);
+    }"""
+    i = rng.standard_normal((1, 56, 56, 64)).astype(np.float32)
+    f = rng.standard_normal((3, 3, 64, 64)).astype(np.float32)
+    prog = compile(src, {"I": i, "F": f}, target="cpu_avx2")
+    (threaded,) = [b for _, b in prog.ir.walk() if "threads" in b.tags and "l2_tiles" in b.tags]
+    assert [(x.name, x.range) for x in threaded.idxs if not x.is_passed_in] == [("co", 2)]
+    want = np.zeros((1, 56, 56, 64), np.float32)
+    ip = np.pad(i, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    for a in range(3):
+        for b in range(3):
+            want += ip[:, a:a + 56, b:b + 56, :] @ f[a, b]
+    np.testing.assert_allclose(prog(I=i, F=f)["O"], want, rtol=1e-3, atol=1e-3)
+
+
 def test_refusals(tmp_path):
     before = packed(tmp_path, 40, 7, 61)
     p = tile_loop(before)
