@@ -237,28 +237,39 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
     per = math.ceil(repeats / rounds)
     solo: dict[str, list[float]] = {s: [] for s in order if s != "numpy"}
     peer_samples: dict[str, list[float]] = {p: [] for p in first}
-    for _ in range(rounds):
-        for s in solo:
+
+    def stripe_batch(s: str) -> None:
+        fns[s]()  # untimed, as a peer's batch starts with one ("warm")
+        for _ in range(per):
+            t0 = time.perf_counter()
             fns[s]()
-            for _ in range(per):
-                t0 = time.perf_counter()
-                fns[s]()
-                solo[s].append(time.perf_counter() - t0)
-        for p in list(peer_samples):
-            if len(peer_samples[p]) >= 3 and sum(peer_samples[p]) > args.budget:
-                continue  # a slow peer (PlaidML's 2048x2048x347 matmul: 5 s a call)
-            n = max(1, min(per, int(args.budget / rounds / max(first[p], 1e-9))))
-            rep = servers[p].request({"cmd": "time", "workload": name, "n": n,
-                                      "warm": first[p] < 1.0})
-            if rep is None:
-                peers_out[p]["workloads"][name]["check"] = "FAILED: peer process died"
-                del peer_samples[p]
-                servers[p].restart()
-                continue
-            peer_samples[p] += rep["samples_s"]
-            # a peer's worker threads may spin on after its calls (PlaidML's pool is not
-            # bound by OMP_NUM_THREADS): let them go idle before anything else is timed
+            solo[s].append(time.perf_counter() - t0)
+
+    def peer_batch(p: str) -> None:
+        if p not in peer_samples:
+            return  # died in an earlier round
+        if len(peer_samples[p]) >= 3 and sum(peer_samples[p]) > args.budget:
+            return  # a slow peer (PlaidML's 2048x2048x347 matmul: 5 s a call)
+        n = max(1, min(per, int(args.budget / rounds / max(first[p], 1e-9))))
+        rep = servers[p].request({"cmd": "time", "workload": name, "n": n,
+                                  "warm": first[p] < 1.0})
+        if rep is None:
+            peers_out[p]["workloads"][name]["check"] = "FAILED: peer process died"
+            del peer_samples[p]
+            servers[p].restart()
+            return
+        peer_samples[p] += rep["samples_s"]
+
+    # Every batch starts after the same pause (a peer's worker threads may spin on after
+    # its calls -- PlaidML's pool is not bound by OMP_NUM_THREADS -- and on a shared VM the
+    # first calls after any pause run slower), and the batches take turns going first, so
+    # that neither side always runs right after the other's warm-up.
+    batches = ([(stripe_batch, s) for s in solo] + [(peer_batch, p) for p in list(first)])
+    for r in range(rounds):
+        k = r % len(batches)
+        for run_batch, who in batches[k:] + batches[:k]:
             time.sleep(args.settle)
+            run_batch(who)
     for s, xs in solo.items():
         entry[s].update(solo_median_s=statistics.median(xs), solo_samples_s=xs)
     for p, xs in peer_samples.items():
