@@ -70,15 +70,28 @@ PRELUDE = """\
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
-/* lane masks for a partial vector: the n lanes from table + lanes - n are all ones */
-static const int32_t stripe_lane_mask_i32[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                                 0, 0, 0, 0, 0, 0, 0, 0};
-static const int64_t stripe_lane_mask_i64[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
 
-""" + microkernel.vector_typedefs() + vmath.VMATH_C + """
+""" + microkernel.vector_typedefs() + """
+#if defined(__AVX__)
+/* AVX masked loads and stores (vmaskmov) through the compiler's builtins, which gcc and
+   clang share (<immintrin.h> alone takes 0.4 s to parse). Lane masks for a partial vector:
+   the n lanes from table + lanes - n are all ones. */
+typedef int stripe_i32x8 __attribute__((vector_size(32)));
+typedef long long stripe_i64x4 __attribute__((vector_size(32)));
+__attribute__((unused)) static const int32_t stripe_lane_mask_i32[16] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+__attribute__((unused)) static const long long stripe_lane_mask_i64[8] = {
+    -1, -1, -1, -1, 0, 0, 0, 0};
+#define stripe_maskload_f32x8(p, m) \\
+    __builtin_ia32_maskloadps256((const stripe_f32x8 *)(p), (m))
+#define stripe_maskstore_f32x8(p, m, v) \\
+    __builtin_ia32_maskstoreps256((stripe_f32x8 *)(p), (m), (v))
+#define stripe_maskload_f64x4(p, m) \\
+    __builtin_ia32_maskloadpd256((const stripe_f64x4 *)(p), (m))
+#define stripe_maskstore_f64x4(p, m, v) \\
+    __builtin_ia32_maskstorepd256((stripe_f64x4 *)(p), (m), (v))
+#endif
+""" + vmath.VMATH_C + """
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t stripe_ipow(int64_t b, int64_t e) {
@@ -118,9 +131,8 @@ class CProgram:
 
 
 # AVX masked access per element type: (lane mask table suffix, masked load, masked store)
-_MASK_OPS = {DType.FLOAT32: ("i32", "_mm256_maskload_ps", "_mm256_maskstore_ps"),
-             DType.FLOAT64: ("i64", "_mm256_maskload_pd", "_mm256_maskstore_pd")}
-_M256 = {DType.FLOAT32: "__m256", DType.FLOAT64: "__m256d"}
+_MASK_OPS = {DType.FLOAT32: ("i32x8", "stripe_maskload_f32x8", "stripe_maskstore_f32x8"),
+             DType.FLOAT64: ("i64x4", "stripe_maskload_f64x4", "stripe_maskstore_f64x4")}
 
 
 def comment_name(name: str) -> str:
@@ -593,8 +605,8 @@ class _Emitter:
         itype, _, _ = _MASK_OPS[k.dtype]
         self.line(f"const int64_t {vv} = ({cols} + {lanes - 1}) / {lanes};"
                   f"  /* vectors of columns, the last one partial */")
-        self.line(f"const __m256i {mask} = _mm256_loadu_si256((const __m256i *)"
-                  f"(stripe_lane_mask_{itype} + {lanes} - ({cols} - ({vv} - 1) * {lanes})));")
+        self.line(f"stripe_{itype} {mask}; memcpy(&{mask}, stripe_lane_mask_{itype[:3]} + "
+                  f"{lanes} - ({cols} - ({vv} - 1) * {lanes}), sizeof({mask}));")
         self.open(f"switch (({r_expr}) * {nv + 1} + {vv})")
         for r in range(1, k.mr + 1):
             if not rows and r != k.mr:
@@ -636,7 +648,7 @@ class _Emitter:
 
         def load(name: str, addr: str, j: int) -> str:
             if mask is not None and j == vecs - 1:
-                return f"{vt} {name} = ({vt}){load_op}({addr}, {mask});"
+                return f"{vt} {name} = {load_op}({addr}, {mask});"
             return f"{vt} {name}; memcpy(&{name}, {addr}, sizeof({vt}));"
         (pa, pb, pc), stride = self.kernel_pointers(b, k, outer, scope)
         scm, sam = stride("c", k.c, k.m), stride("a", k.a, k.m)
@@ -672,7 +684,7 @@ class _Emitter:
                 off, cv = f"{pc} + {i * scm + j * lanes}", self.fresh("cv")
                 if mask is not None and j == vecs - 1:
                     self.line(f"{{ {load(cv, off, j)} {cv} += {name}; "
-                              f"{store_op}({off}, {mask}, ({_M256[k.dtype]}){cv}); }}")
+                              f"{store_op}({off}, {mask}, {cv}); }}")
                     continue
                 self.line(f"{{ {vt} {cv}; memcpy(&{cv}, {off}, sizeof({vt})); {cv} += {name}; "
                           f"memcpy({off}, &{cv}, sizeof({vt})); }}")
