@@ -20,6 +20,15 @@ only the copies that would have been repeated with identical results are skipped
 of ``A`` packed once per row of tiles of a ``2048x347 @ 347x2048`` matmul instead of once
 per tile). Among the prefixes, the one that skips the most copied points is taken.
 
+With ``reorder``, P's loop indexes are first permuted (P's points are independent, so any
+order means the same) into the order that moves the fewest points: copies left after
+hoisting plus ``output_cost`` per output element reloaded when a loop the output does not
+follow runs outside one it does (a 1024^3 matmul's ``[m, n, k]`` becomes ``[n, k, m]`` and
+its tiles of ``B`` are packed once instead of once per row tile). With ``units`` > 1, no
+prefix or order is taken that leaves the loops the ``threads`` pass will share (P''s
+indexes that every written view follows) less evenly divisible among ``units`` cores than
+P's own.
+
 Preconditions: valid IR. Legality (all checked; otherwise P is left alone): P has no
 constraints (a hoisted copy would run for points the constraints skip); C reads only views
 of P that P only reads (``in``), so its result depends on nothing P writes; C writes only
