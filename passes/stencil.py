@@ -23,7 +23,7 @@ every slot of size ``s > 0`` gets an index whose range ``r`` is a multiple of ``
 ``allow_pad``, any range: the last tile overflows and is cut by a constraint). Among all
 matches of all stencils the cheapest wins::
 
-    cost = (padded + startup_cost * invocations) / volume
+    cost = (point_cost * padded + startup_cost * invocations) / volume
 
 where, with tile ``t = s`` for a slot of size ``s``, ``t = r`` for a slot of size ``-1`` and
 ``t = 1`` for an index matched to no slot, ``invocations = prod ceil(r/t)``, ``padded =
@@ -98,6 +98,9 @@ class Stencil:
 
     startup_cost: float
     idxs: tuple[StencilIdx, ...]
+    point_cost: float = 1.0
+    """Cost of one point (padded ones included) relative to other stencils: a unit that
+    moves more data per multiply-accumulate is slower per point."""
 
     @property
     def n_outs(self) -> int:
@@ -119,10 +122,13 @@ def parse_stencil(text: str) -> Stencil:
         raise ValueError(f"stencil {text!r} is not a YAML mapping: {e}") from None
     if not isinstance(data, dict):
         raise ValueError(f"stencil {text!r} must be a mapping with keys startup_cost, idxs")
-    _check_keys(data, {"startup_cost", "idxs"}, f"stencil {text!r}")
+    _check_keys(data, {"startup_cost", "point_cost", "idxs"}, f"stencil {text!r}")
     cost = data.get("startup_cost", 0)
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
         raise ValueError(f"startup_cost of stencil {text!r} must be a number >= 0, got {cost!r}")
+    point = data.get("point_cost", 1.0)
+    if isinstance(point, bool) or not isinstance(point, (int, float)) or point <= 0:
+        raise ValueError(f"point_cost of stencil {text!r} must be a number > 0, got {point!r}")
     raw = data.get("idxs")
     if not isinstance(raw, list) or not raw:
         raise ValueError(f"idxs of stencil {text!r} must be a non-empty list")
@@ -132,7 +138,7 @@ def parse_stencil(text: str) -> Stencil:
         raise ValueError(f"stencil {text!r} repeats an index name: {names}")
     if len({(len(i.outs), len(i.ins)) for i in idxs}) != 1:
         raise ValueError(f"every index of stencil {text!r} needs as many outs and as many ins")
-    return Stencil(float(cost), idxs)
+    return Stencil(float(cost), idxs, float(point))
 
 
 def _check_keys(data: dict, valid: set[str], what: str) -> None:  # type: ignore[type-arg]
@@ -267,7 +273,8 @@ def _cost(block: Block, stencil: Stencil, tile: dict[str, int]) -> float:
         tiles = math.ceil(i.range / t)
         invocations *= tiles
         padded *= tiles * t
-    return (padded + stencil.startup_cost * invocations) / max(block.range_product, 1)
+    return ((stencil.point_cost * padded + stencil.startup_cost * invocations)
+            / max(block.range_product, 1))
 
 
 def matches(block: Block, stencil: Stencil, k: int = 0, *,

@@ -247,6 +247,19 @@ def test_cost_selects_between_stencils(startup: int, winner: str) -> None:
     assert inner.idx("j").range == int(winner.split("x")[1])
 
 
+def test_point_cost_weighs_each_point() -> None:
+    # 8x6 @ 6x12 with startup 32: 4x4 costs (576 + 192)/576 and wins at point_cost 1; at
+    # point_cost 1.5 it costs (864 + 192)/576, more than 4x16's (768 + 64)/576
+    program = matmul((8, 6), (6, 12))
+    kernel = blocks(program, "contraction")[0]
+    slow = mac(4, 4, 32).replace("{startup_cost: 32,", "{startup_cost: 32, point_cost: 1.5,")
+    assert parse_stencil(slow).point_cost == 1.5
+    best = best_match(kernel, [parse_stencil(mac(4, 16, 32)), parse_stencil(slow)],
+                      allow_pad=True)
+    assert best is not None and best.stencil == 0
+    assert best.cost == pytest.approx((768 + 64) / 576)
+
+
 def test_tie_goes_to_the_first_stencil() -> None:
     program = parse_ir(MATMUL)
     kernel = blocks(program, "contraction")[0]
@@ -282,6 +295,7 @@ def test_inputs_matched_in_either_order() -> None:
     ("{idxs: [{name: m}, {name: m}]}", "repeats an index name"),
     ("{idxs: [{name: m, sizes: 4}]}", "unknown key"),
     ("{startup_cost: -1, idxs: [{name: m}]}", "startup_cost"),
+    ("{point_cost: 0, idxs: [{name: m}]}", "point_cost"),
     ("{idxs: [", "not a YAML mapping"),
 ])
 def test_bad_stencils(text: str, message: str) -> None:
