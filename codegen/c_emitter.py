@@ -558,30 +558,51 @@ class _Emitter:
         self.close()
         shapes = [(r, v) for r in range(1, k.mr + 1) for v in range(1, k.nv + 1)
                   if (r, v) != (k.mr, k.nv) and (rows or r == k.mr) and (cols or v == k.nv)]
-        if cols and self.masked_tail_ok(k):
-            self.masked_ragged(b, k, outer, scope, conds, rows, cols, k_bounds)
+        if not (shapes or cols):
             return True
-        if shapes or cols:  # a ragged tile: whole vectors of the rows and columns in range,
-            lanes = k.lanes  # then the columns short of a vector as scalar loops
-            r_expr = rows or str(k.mr)
-            v_expr = f"{cols} / {lanes}" if cols else str(k.nv)
-            part = conds + [f"{r_expr} >= 1"] + ([f"{cols} >= 1"] if cols else [])
-            self.open(f"else if ({' && '.join(part)})", "the last rows / columns")
-            self.open(f"switch (({r_expr}) * {k.nv + 1} + {v_expr})")
-            for r, v in shapes:
-                self.open(f"case {r * (k.nv + 1) + v}:")
-                self.micro_kernel_body(b, k, outer, scope, r, v, k_bounds)
-                self.line("break;")
-                self.close()
-            self.line("default: break;")
-            self.close()
-            if cols:
-                self.open(f"if ({cols} % {lanes})")
-                self.kernel_tail(b, k, outer, scope, r_expr, f"{cols} / {lanes} * {lanes}",
-                                 cols, k_bounds)
-                self.close()
-            self.close()
+        # a ragged tile: the rows in range and their vectors of columns
+        r_expr = rows or str(k.mr)
+        part = conds + [f"{r_expr} >= 1"] + ([f"{cols} >= 1"] if cols else [])
+        self.open(f"else if ({' && '.join(part)})", "the last rows / columns")
+        if cols and self.masked_tail_ok(k):
+            self.line("#if defined(__AVX__)")
+            self.masked_ragged(b, k, outer, scope, r_expr, rows, cols, k_bounds)
+            self.line("#else")
+            self.plain_ragged(b, k, outer, scope, r_expr, shapes, cols, k_bounds)
+            self.line("#endif")
+        else:
+            self.plain_ragged(b, k, outer, scope, r_expr, shapes, cols, k_bounds)
+        self.close()
         return True
+
+    def ragged_switch(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
+                      key: str, shapes: list[tuple[int, int]], k_bounds: dict[str, _Bounds],
+                      mask: str | None = None) -> None:
+        """A ``switch`` on ``key`` (``rows * (nv + 1) + vectors``) with a kernel of each of
+        ``shapes`` (rows, vectors of columns)."""
+        self.open(f"switch ({key})")
+        for r, v in shapes:
+            self.open(f"case {r * (k.nv + 1) + v}:")
+            self.micro_kernel_body(b, k, outer, scope, r, v, k_bounds, mask)
+            self.line("break;")
+            self.close()
+        self.line("default: break;")
+        self.close()
+
+    def plain_ragged(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
+                     r_expr: str, shapes: list[tuple[int, int]], cols: str,
+                     k_bounds: dict[str, _Bounds]) -> None:
+        """Whole vectors of the rows and columns in range, then the columns short of a
+        vector as scalar loops (:meth:`kernel_tail`)."""
+        lanes = k.lanes
+        v_expr = f"{cols} / {lanes}" if cols else str(k.nv)
+        self.ragged_switch(b, k, outer, scope, f"({r_expr}) * {k.nv + 1} + {v_expr}", shapes,
+                           k_bounds)
+        if cols:
+            self.open(f"if ({cols} % {lanes})")
+            self.kernel_tail(b, k, outer, scope, r_expr, f"{cols} / {lanes} * {lanes}",
+                             cols, k_bounds)
+            self.close()
 
     def masked_tail_ok(self, k: MicroKernel) -> bool:
         """Can the last, partial vector of columns use AVX masked loads and stores? (32-byte
@@ -589,53 +610,22 @@ class _Emitter:
         return self.vector.bytes == 32 and k.dtype in _MASK_OPS
 
     def masked_ragged(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
-                      conds: list[str], rows: str, cols: str,
+                      r_expr: str, rows: str, cols: str,
                       k_bounds: dict[str, _Bounds]) -> None:
-        """The ragged tiles of ``k`` whose columns end inside a vector: the rows in range
-        and ``ceil(cols / lanes)`` vectors of columns, the last one read and written with AVX
-        masked loads and stores (``vmaskmov``: the lanes past ``cols`` are neither read nor
-        written, and never fault). Without ``__AVX__`` the whole vectors and a scalar tail
-        run instead."""
+        """The rows in range and ``ceil(cols / lanes)`` vectors of columns, the last one read
+        and written with AVX masked loads and stores (``vmaskmov``: the lanes past ``cols``
+        are neither read nor written, and never fault)."""
         lanes, nv = k.lanes, k.nv
-        r_expr = rows or str(k.mr)
-        part = conds + [f"{r_expr} >= 1", f"{cols} >= 1"]
-        self.open(f"else if ({' && '.join(part)})", "the last rows / columns")
-        self.line("#if defined(__AVX__)")
         vv, mask = self.fresh("v"), self.fresh("mask")
         itype, _, _ = _MASK_OPS[k.dtype]
         self.line(f"const int64_t {vv} = ({cols} + {lanes - 1}) / {lanes};"
                   f"  /* vectors of columns, the last one partial */")
         self.line(f"stripe_{itype} {mask}; memcpy(&{mask}, stripe_lane_mask_{itype[:3]} + "
                   f"{lanes} - ({cols} - ({vv} - 1) * {lanes}), sizeof({mask}));")
-        self.open(f"switch (({r_expr}) * {nv + 1} + {vv})")
-        for r in range(1, k.mr + 1):
-            if not rows and r != k.mr:
-                continue
-            for v in range(1, nv + 1):
-                self.open(f"case {r * (nv + 1) + v}:")
-                self.micro_kernel_body(b, k, outer, scope, r, v, k_bounds, mask)
-                self.line("break;")
-                self.close()
-        self.line("default: break;")
-        self.close()
-        self.line("#else")
-        self.open(f"switch (({r_expr}) * {nv + 1} + {cols} / {lanes})")
-        for r in range(1, k.mr + 1):
-            if not rows and r != k.mr:
-                continue
-            for v in range(1, nv + 1):
-                self.open(f"case {r * (nv + 1) + v}:")
-                self.micro_kernel_body(b, k, outer, scope, r, v, k_bounds)
-                self.line("break;")
-                self.close()
-        self.line("default: break;")
-        self.close()
-        self.open(f"if ({cols} % {lanes})")
-        self.kernel_tail(b, k, outer, scope, r_expr, f"{cols} / {lanes} * {lanes}", cols,
-                         k_bounds)
-        self.close()
-        self.line("#endif")
-        self.close()
+        shapes = [(r, v) for r in range(1, k.mr + 1) for v in range(1, nv + 1)
+                  if rows or r == k.mr]
+        self.ragged_switch(b, k, outer, scope, f"({r_expr}) * {nv + 1} + {vv}", shapes,
+                           k_bounds, mask)
 
     def micro_kernel_body(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
                           rows: int, vecs: int, k_bounds: dict[str, _Bounds],
