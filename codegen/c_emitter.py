@@ -650,25 +650,33 @@ class _Emitter:
             for j, name in enumerate(row):
                 self.line(f"{vt} {name} = {{0}}; "
                           f"__builtin_prefetch({pc} + {i * scm + j * lanes}, 1, 3);")
-        offs_a, offs_b = self.reduction_loops(k, k_bounds, stride, scope)
-        qa, qb = self.fresh("p"), self.fresh("p")
-        self.line(f"const {ct} *{qa} = {pa}{''.join(' + ' + o for o in offs_a)};")
-        self.line(f"const {ct} *{qb} = {pb}{''.join(' + ' + o for o in offs_b)};")
-        bv = [self.fresh("bv") for _ in range(vecs)]
-        for j, name in enumerate(bv):
-            self.line(load(name, f"{qb} + {j * lanes}", j))
-        for i, row in enumerate(acc):
-            if k.a_vector:  # A follows the columns too: a vector of it per accumulator
-                for j, (name, bn) in enumerate(zip(row, bv)):
-                    av = self.fresh("av")
-                    self.line(load(av, f"{qa} + {i * sam + j * lanes}", j))
+        offs_a, offs_b = self.reduction_loops(k, k_bounds, stride, scope, last=False)
+
+        def step(x: str | None) -> None:  # the point x of the innermost reduction index
+            qa, qb = self.fresh("p"), self.fresh("p")
+            if x is not None:
+                offs_a.append(f"INT64_C({stride('a', k.a, k.ks[-1])}) * {x}")
+                offs_b.append(f"INT64_C({stride('b', k.b, k.ks[-1])}) * {x}")
+            self.line(f"const {ct} *{qa} = {pa}{''.join(' + ' + o for o in offs_a)};")
+            self.line(f"const {ct} *{qb} = {pb}{''.join(' + ' + o for o in offs_b)};")
+            if x is not None:
+                del offs_a[-1], offs_b[-1]
+            bv = [self.fresh("bv") for _ in range(vecs)]
+            for j, name in enumerate(bv):
+                self.line(load(name, f"{qb} + {j * lanes}", j))
+            for i, row in enumerate(acc):
+                if k.a_vector:  # A follows the columns too: a vector of it per accumulator
+                    for j, (name, bn) in enumerate(zip(row, bv)):
+                        av = self.fresh("av")
+                        self.line(load(av, f"{qa} + {i * sam + j * lanes}", j))
+                        self.line(f"{name} += {bn} * {av};")
+                    continue
+                av = self.fresh("av")
+                self.line(f"const {ct} {av} = {qa}[{i * sam}];")
+                for name, bn in zip(row, bv):
                     self.line(f"{name} += {bn} * {av};")
-                continue
-            av = self.fresh("av")
-            self.line(f"const {ct} {av} = {qa}[{i * sam}];")
-            for name, bn in zip(row, bv):
-                self.line(f"{name} += {bn} * {av};")
-        self.close(len(k.ks))
+        self.unrolled(k, k_bounds, scope, step)
+        self.close(max(len(k.ks) - 1, 0))
         for i, row in enumerate(acc):
             for j, name in enumerate(row):
                 off, cv = f"{pc} + {i * scm + j * lanes}", self.fresh("cv")
@@ -704,14 +712,41 @@ class _Emitter:
 
         return (ptr["a"][0], ptr["b"][0], ptr["c"][0]), stride
 
+    def unrolled(self, k: MicroKernel, k_bounds: dict[str, _Bounds], scope: _Scope,
+                 step: Callable[[str | None], None]) -> None:
+        """The kernel's innermost reduction loop, its body written ``vector.unroll`` times
+        per iteration (then once per point for what is left) by ``step(x)``, ``x`` the C
+        expression of the point. gcc -O3 does not unroll loops on its own, and it drops
+        ``#pragma GCC unroll`` in the functions that OpenMP outlines."""
+        if not k.ks:
+            step(None)
+            return
+        u, ix = max(self.vector.unroll, 1), k.ks[-1]
+        v, note = self.fresh("x"), comment_name(ix.name)
+        lo, hi = self.bound_text(k_bounds[ix.name], scope)
+        if u == 1:
+            self.open(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v})", note)
+            step(v)
+            self.close()
+            return
+        self.line(f"int64_t {v} = {lo};")
+        self.open(f"for (; {v} + {u} <= {hi}; {v} += {u})", f"{note}, {u} at a time")
+        for q in range(u):
+            step(f"({v} + {q})" if q else v)
+        self.close()
+        if not (_is_int(lo) and _is_int(hi) and (int(hi) - int(lo)) % u == 0):
+            self.open(f"for (; {v} < {hi}; ++{v})", f"{note}, the rest")
+            step(v)
+            self.close()
+
     def reduction_loops(self, k: MicroKernel, k_bounds: dict[str, _Bounds],
                         stride: Callable[[str, Refinement, Index | None], int], scope: _Scope,
-                        ) -> tuple[list[str], list[str]]:
+                        last: bool = True) -> tuple[list[str], list[str]]:
         """Open the kernel's loops over its reduction indexes (in block order, bounded by
-        ``k_bounds``); return the terms of the offsets into ``A`` and ``B`` at that point.
-        The caller closes ``len(k.ks)`` loops."""
+        ``k_bounds``; without the innermost one unless ``last``); return the terms of the
+        offsets into ``A`` and ``B`` at that point. The caller closes the loops."""
         offs_a, offs_b = [], []
-        for ix in k.ks:
+        for ix in k.ks if last else k.ks[:-1]:
             v = self.fresh("x")
             lo, hi = self.bound_text(k_bounds[ix.name], scope)
             self.open(f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v})", comment_name(ix.name))
@@ -1257,3 +1292,8 @@ def emit_c(program: Block, vector: Vector = AVX2) -> CProgram:
     """The C translation unit for a verified ``#program`` block; micro-kernels and reduction
     lanes are written for ``vector`` (the hardware config's SIMD width and registers)."""
     return _Emitter(vector).program(program)
+
+
+def _is_int(text: str) -> bool:
+    """Is the C expression ``text`` an integer literal?"""
+    return text.lstrip("-").isdigit()

@@ -70,6 +70,9 @@ class Vector:
     copy_prefetch: int = 0
     """Bytes of rows ahead that copies prefetch their sources (``compute.copy_prefetch``)."""
 
+    unroll: int = 1
+    """Times a kernel's innermost reduction loop is unrolled (``compute.kernel_unroll``)."""
+
     def __post_init__(self) -> None:
         if self.bytes not in VECTOR_WIDTHS:
             object.__setattr__(self, "bytes", 32)

@@ -340,7 +340,8 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
     config = load_config(target)
     flags = tuple(config.cflags or ("-march=native",))
     vector = Vector(config.compute.vector_width, config.compute.vector_registers,
-                    config.compute.prefetch_ahead, config.compute.copy_prefetch)
+                    config.compute.prefetch_ahead, config.compute.copy_prefetch,
+                    config.compute.kernel_unroll)
 
     def rerun() -> tuple[Block, list[tuple[str, Block]]]:
         return run_pipeline(program, config, verify=verify, check=check)

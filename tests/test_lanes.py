@@ -202,3 +202,28 @@ def test_copy_prefetch_reads_ahead_in_packing_copies_only(tmp_path, rng):
     got = on(A=a, B=b)["O"]
     np.testing.assert_array_equal(got, off(A=a, B=b)["O"])
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("k", [301, 8])
+def test_kernel_unroll_writes_the_reduction_out_in_steps(tmp_path, rng, k):
+    """``compute.kernel_unroll``: a micro-kernel's innermost reduction loop takes that many
+    points per iteration and the rest one at a time (none left when the range is a known
+    multiple); the sums run in the same order, so the result is bit for bit the rolled
+    one, and matches numpy at odd sizes with ragged tiles."""
+    a = rng.standard_normal((203, k)).astype(np.float32)
+    b = rng.standard_normal((k, 157)).astype(np.float32)
+    progs = {}
+    for u in (1, 2, 3):
+        cfg = tmp_path / f"u{u}.yaml"
+        cfg.write_text(f"target: u{u}\nextends: cpu_avx2\ncompute: {{kernel_unroll: {u}}}\n")
+        progs[u] = stripe.compile(MATMUL, {"A": a, "B": b}, target=str(cfg))
+    assert "at a time */" not in progs[1].c_source
+    assert "2 at a time */" in progs[2].c_source and "3 at a time */" in progs[3].c_source
+    # K = 8 is one L2 tile whose loop bound is the literal 8: 2 divides it, 3 does not
+    rest = {u: "the rest */" in progs[u].c_source for u in (2, 3)}
+    assert rest == ({2: True, 3: True} if k == 301 else {2: False, 3: True})
+    ref = progs[1](A=a, B=b)["O"]
+    for u in (2, 3):
+        np.testing.assert_array_equal(progs[u](A=a, B=b)["O"], ref)
+    np.testing.assert_allclose(ref, a @ b, rtol=1e-4, atol=1e-4)
+
