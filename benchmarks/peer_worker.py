@@ -7,8 +7,8 @@
 ``--serve`` (what the suite uses): the peer stays loaded and answers requests, one JSON
 object per line on stdin, so that the suite can time it in turns with stripe (see
 `benchmarks.peers.PeerServer`): ``{"cmd": "prepare", "workload": name}`` builds and checks
-a workload; ``{"cmd": "time", "workload": name, "n": k}`` runs it once untimed (unless
-``"warm": false``) and then k timed calls; ``{"cmd": "quit"}``. Each answer is one line on
+a workload; ``{"cmd": "time", "workload": name, "n": k, "warm_s": s}`` runs it untimed for at least s
+seconds (at least once; none if ``"warm": false``) and then k timed calls; ``{"cmd": "quit"}``. Each answer is one line on
 stdout starting with ``REPLY_MARK`` (the peers print their own lines there too).
 
 Needs only numpy and the peer; imports `benchmarks.workloads` for the sources, shapes,
@@ -77,7 +77,7 @@ def _tvm_thread_env() -> None:
     """TVM's runtime sizes its thread pool from TVM_NUM_THREADS (else OMP_NUM_THREADS, else
     its own guess, which is 1 on a 2-core machine here). run.py passes TVM_NUM_THREADS =
     OMP_NUM_THREADS; this makes a direct run of the worker do the same. With
-    OMP_WAIT_POLICY=PASSIVE (the suite's default) TVM's idle workers go to sleep at once
+    OMP_WAIT_POLICY=PASSIVE (``run.py --omp-wait-policy PASSIVE``) TVM's idle workers go to sleep at once
     instead of spinning (TVM_THREAD_POOL_SPIN_COUNT=0), like stripe's OpenMP threads.
     Set before tvm is imported; explicit values in the environment win."""
     os.environ.setdefault("TVM_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
@@ -483,7 +483,12 @@ def serve(peer: str) -> int:
         elif req["cmd"] == "time":
             run = runs[name]
             if req.get("warm", True):
+                # untimed calls for at least warm_s seconds (at least one), as run.py warms
+                # its own systems after a pause
+                t_end = time.perf_counter() + float(req.get("warm_s", 0.0))
                 run()
+                while time.perf_counter() < t_end:
+                    run()
             samples = []
             for _ in range(int(req["n"])):
                 t0 = time.perf_counter()

@@ -175,19 +175,21 @@ def worker_run(args: argparse.Namespace) -> dict:
         if settle:
             time.sleep(settle)
         samples: dict[str, list[float]] = {s: [] for s in order}
+        last = None
         for r in range(repeats):
             rot = order[r % len(order):] + order[:r % len(order)]
-            paused = False
             for s in rot:
-                if paused:
-                    fns[s]()  # untimed: after the pause caches and clocks are cold
-                    paused = False
+                if settle and s != last:
+                    # With T > 1 each system's threads spin for a while after its calls
+                    # (OpenBLAS's for about 0.1 s, OpenMP's for GOMP_SPINCOUNT), so the
+                    # next system waits until they are idle, then runs once untimed
+                    # (after the pause its caches and clocks are cold).
+                    time.sleep(settle)
+                    _warm(fns[s], args.warm_s)
+                last = s
                 t0 = time.perf_counter()
                 fns[s]()
                 samples[s].append(time.perf_counter() - t0)
-                if s == "numpy" and settle:
-                    time.sleep(settle)  # let OpenBLAS's spinning workers go idle first
-                    paused = True
         for s in order:
             med = statistics.median(samples[s])
             entry[s].update(median_s=med, min_s=min(samples[s]), samples_s=samples[s],
@@ -208,6 +210,15 @@ def worker_run(args: argparse.Namespace) -> dict:
     result["peers"] = peers_out
     result["loadavg_after"] = os.getloadavg()
     return result
+
+
+def _warm(fn, seconds: float) -> None:
+    """Call ``fn`` untimed at least once and until ``seconds`` have passed: after a pause,
+    on a shared VM, a multi-threaded program runs up to 3x slower for several calls."""
+    t_end = time.perf_counter() + seconds
+    fn()
+    while time.perf_counter() < t_end:
+        fn()
 
 
 def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry: dict,
@@ -239,7 +250,7 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
     peer_samples: dict[str, list[float]] = {p: [] for p in first}
 
     def stripe_batch(s: str) -> None:
-        fns[s]()  # untimed, as a peer's batch starts with one ("warm")
+        _warm(fns[s], args.warm_s)  # untimed, as a peer's batch starts ("warm")
         for _ in range(per):
             t0 = time.perf_counter()
             fns[s]()
@@ -252,7 +263,7 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
             return  # a slow peer (PlaidML's 2048x2048x347 matmul: 5 s a call)
         n = max(1, min(per, int(args.budget / rounds / max(first[p], 1e-9))))
         rep = servers[p].request({"cmd": "time", "workload": name, "n": n,
-                                  "warm": first[p] < 1.0})
+                                  "warm": first[p] < 1.0, "warm_s": args.warm_s})
         if rep is None:
             peers_out[p]["workloads"][name]["check"] = "FAILED: peer process died"
             del peer_samples[p]
@@ -314,7 +325,7 @@ def _run_worker(mode: str, args: argparse.Namespace, env: dict[str, str],
     cmd = [sys.executable, "-m", "benchmarks.run", "--worker", mode, "--worker-out", out,
            "--workloads", ",".join(workloads), "--systems", args.systems,
            "--repeats", str(args.repeats), "--warmup", str(args.warmup),
-           "--budget", str(args.budget), "--settle", str(args.settle)]
+           "--budget", str(args.budget), "--settle", str(args.settle), "--warm-s", str(args.warm_s)]
     if args.none_all_threads:
         cmd.append("--none-all-threads")
     if mode == "run" and getattr(args, "with_peers", ""):
@@ -425,7 +436,7 @@ def markdown(res: dict) -> str:
                   f"numpy's OpenBLAS kernel: **{ob.get('corename')}** "
                   f"({ob.get('num_threads')} threads, via {ob.get('via')}); "
                   f"OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE: {run['openblas_env']}; "
-                  f"OMP_WAIT_POLICY={run.get('omp_wait_policy')}; pause after each numpy call: "
+                  f"OMP_WAIT_POLICY={run.get('omp_wait_policy')}; pause before each change of system: "
                   f"{run.get('settle_s', 0)} s; load average before/after "
                   f"the run: {_load(run.get('loadavg_before'))} / "
                   f"{_load(run.get('loadavg_after'))} (above ~0.1 means another process "
@@ -536,18 +547,23 @@ def main(argv: list[str] | None = None) -> int:
                          "workloads get fewer repeats, never fewer than 3 (default 10)")
     ap.add_argument("--no-compile-times", action="store_true")
     ap.add_argument("--settle", type=float, default=0.25,
-                    help="seconds to wait after each numpy call before the next system, "
-                         "with 2+ threads, so OpenBLAS's spinning threads are idle "
-                         "(default 0.25)")
+                    help="seconds to wait, with 2+ threads, before each call of a system "
+                         "that follows another one, so the other's spinning threads are "
+                         "idle (default 0.25)")
+    ap.add_argument("--warm-s", type=float, default=0.05,
+                    help="after each pause (--settle), every system runs untimed for at "
+                         "least this many seconds, and at least once, before it is timed "
+                         "(default 0.05)")
     ap.add_argument("--keep-openblas-env", action="store_true",
                     help="keep OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for numpy (default: "
                          "removed in the worker, as they select a slower kernel)")
     ap.add_argument("--none-all-threads", action="store_true",
                     help="also time stripe_none at T>1 (it is single-threaded anyway)")
-    ap.add_argument("--omp-wait-policy", default="PASSIVE",
-                    help="OMP_WAIT_POLICY for the timed runs (default PASSIVE: idle OpenMP "
-                         "threads sleep instead of spinning on the cores OpenBLAS needs when "
-                         "the systems are interleaved in one process; '' leaves it unset)")
+    ap.add_argument("--omp-wait-policy", default="",
+                    help="OMP_WAIT_POLICY for the timed runs (default '': unset, libgomp's "
+                         "own default, which spins briefly and then sleeps; PASSIVE sleeps "
+                         "at once, which on a shared VM left the other core slow for every "
+                         "call after a pause: docs/performance.md)")
     ap.add_argument("--peers", default="plaidml,tvm",
                     help="peers to run when present in the peers venv (default both; '' none)")
     ap.add_argument("--peer-timeout", type=float, default=600.0)
