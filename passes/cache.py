@@ -134,6 +134,20 @@ class Options(Selection):
     matmul tile reuses each element of ``A`` and ``B`` tens of times; the weights of a
     matrix-vector product are used once, and a copy would only double their traffic."""
 
+    keep_contiguous: int = 0
+    """When above 0: a view whose box is already one contiguous run of its source (a dense
+    block: the box's strides there are those of a packed copy), none of whose outer strides
+    is a multiple of this many bytes, and which the block's innermost reduction index walks
+    with unit stride, is read in place instead of copied: a copy would not make it denser,
+    with outer strides that are no multiple of the L1's way size (4096 on a 32 KiB 8-way
+    L1) its rows do not fall into the same few sets, and a kernel reads it along its rows
+    (a matmul's ``A``, a convolution's input), not down a column, as it does a matmul's
+    ``B`` or a convolution's weights, whose padded rows spread a column over the L1's sets.
+    A 56x56x64 convolution's padded input tile (14 rows of 58x64 float32) is then not
+    copied again, once per core; but where a copy is done once per tile anyway the padded
+    copy can be the faster one (docs/pass_cache.md: measured both ways, off in
+    ``cpu_avx2``). 0: every view is copied (subject to ``min_reuse``)."""
+
     row_pad: int = 0
     """Elements of padding after every row (innermost dimension) of a cached buffer of rank 2
     or more: the outer strides are those of rows ``row_pad`` longer than the box. A CPU
@@ -146,6 +160,8 @@ class Options(Selection):
             raise ValueError("mem_loc must name a memory (e.g. SRAM)")
         if not self.dirs:
             raise ValueError("dirs must list at least one of in, out, inout")
+        if self.keep_contiguous < 0:
+            raise ValueError(f"keep_contiguous must be >= 0, got {self.keep_contiguous}")
         if self.min_reuse < 0:
             raise ValueError(f"min_reuse must be >= 0, got {self.min_reuse}")
         if self.row_pad < 0:
@@ -254,7 +270,33 @@ def _cacheable(child: Block, r: Refinement, parent: Block, ancestors: tuple[Bloc
         return None
     if options.min_reuse and child.work < options.min_reuse * box.elem_count:
         return None
+    if (options.keep_contiguous and _reduction_is_unit_stride(child, r)
+            and _contiguous(parent.ref(r.from_), box, options.keep_contiguous)):
+        return None
     return box
+
+
+def _reduction_is_unit_stride(child: Block, r: Refinement) -> bool:
+    """Does the innermost reduction index of ``child`` (the last index that no written view
+    uses) walk ``r`` with unit stride? A kernel then reads the view along its rows, never
+    down a column, and row padding gains nothing."""
+    written = {v for o in child.refs if o.dir.writes for a in o.access for v in a.vars()}
+    red = [ix.name for ix in child.idxs if not ix.is_passed_in and ix.name not in written]
+    if not red:
+        return False
+    return sum(a.coeff(red[-1]) * st for a, st in zip(r.access, r.shape.strides)) == 1
+
+
+def _contiguous(src: Refinement, box: poly.Box, alias_bytes: int) -> bool:
+    """Is ``box`` (of the buffer ``src`` views) one dense run of memory, with no stride of
+    its dimensions past the innermost a multiple of ``alias_bytes`` bytes?"""
+    dims = sorted((st, n) for st, n in zip(src.shape.strides, box.extent) if n > 1)
+    expected = 1
+    for st, n in dims:
+        if st != expected or (st > 1 and st * src.dtype.itemsize % alias_bytes == 0):
+            return False
+        expected = st * n
+    return True
 
 
 def _stores_directly(child: Block, r: Refinement) -> bool:
