@@ -90,6 +90,8 @@ class Program:
         self._plan = [(spec, spec.dtype.np, _span(spec),
                        spec.strides == _packed_strides(spec.sizes))
                       for spec in self.c_program.buffers]
+        self._inputs, self._outputs = self.c_program.inputs, self.c_program.outputs
+        self._in_check = tuple((s.name, s.sizes, s.dtype.np) for s in self._inputs)
 
     def __call__(self, **arrays: np.ndarray) -> dict[str, np.ndarray]:
         """Run on the input ``arrays`` (by name); returns fresh output arrays by name."""
@@ -106,8 +108,13 @@ class Program:
             raise StripeError(f"this program was compiled for {', '.join(self._missing)}, "
                               f"which this CPU does not have (flags {' '.join(self.flags)}); "
                               f"compile it for another target (e.g. cpu_avx2 or cpu_generic)")
-        check_arguments(self.c_program.inputs, inputs)
-        given = check_outputs(self.c_program.outputs, inputs, out or {})
+        # the common case checked inline (a call of a small program is a few microseconds);
+        # anything else goes through check_arguments, which names the problem
+        if len(inputs) != len(self._in_check) or not all(
+                type(a := inputs.get(n)) is np.ndarray and a.shape == sz and a.dtype == dt
+                for n, sz, dt in self._in_check):
+            check_arguments(self._inputs, inputs)
+        given = check_outputs(self._outputs, inputs, out) if out else {}
         ffi, lib = self.module.ffi, self.module.lib
         flats: list[np.ndarray] = []
         args = ffi.new("void *[]", max(len(self._plan), 1))
@@ -184,11 +191,13 @@ def check_outputs(specs: tuple[BufferSpec, ...], inputs: Mapping[str, object],
         if a.shape != spec.sizes or a.dtype != spec.dtype.np:
             raise StripeError(f"out {name}: expected shape {spec.sizes} and dtype "
                               f"{spec.dtype.np}, got shape {a.shape} and dtype {a.dtype}")
-        if not (a.flags.c_contiguous and a.flags.writeable):
+        flags = a.flags
+        if not (flags.c_contiguous and flags.writeable):
             raise StripeError(f"out {name}: the array must be C-contiguous and writable")
-        for other, b in [*inputs.items(), *given.items()]:
-            if isinstance(b, np.ndarray) and np.may_share_memory(a, b):
-                raise StripeError(f"out {name}: the array shares memory with {other}")
+        for others in (inputs, given):
+            for other, b in others.items():
+                if isinstance(b, np.ndarray) and np.may_share_memory(a, b):
+                    raise StripeError(f"out {name}: the array shares memory with {other}")
         given[name] = a
     return given
 

@@ -23,7 +23,7 @@ class DType(enum.Enum):
 
     @property
     def np(self) -> np.dtype:
-        return np.dtype(_NUMPY[self])
+        return _NP_DTYPES[self]
 
     @property
     def itemsize(self) -> int:
@@ -63,6 +63,7 @@ _NUMPY = {
     DType.FLOAT32: "float32",
     DType.FLOAT64: "float64",
 }
+_NP_DTYPES = {t: np.dtype(n) for t, n in _NUMPY.items()}  # built once: a call checks them
 _BY_NAME = {**{d.value: d for d in DType}, **{v: d for d, v in _NUMPY.items()}}
 
 
