@@ -53,6 +53,7 @@ CONFIG_KEYS = ("cflags", "compute", "extends", "memories", "passes", "target")
 MEMORY_KEYS = ("banks", "line", "name", "size")
 COMPUTE_KEYS = ("units", "vector_width", "vector_registers", "prefetch_ahead",
                 "copy_prefetch", "kernel_unroll")
+MAX_KERNEL_UNROLL = 16  # copies of a kernel's loop body; more only grows the C
 PASS_KEYS = ("after", "before", "name", "options", "type")
 SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
@@ -122,7 +123,7 @@ class Compute:
     on its own, and drops ``#pragma GCC unroll`` in the functions OpenMP outlines. On Zen 3
     a 1024^3 float32 matmul ran 10% faster unrolled twice (33.7 -> 30.5 ms on one core); 4
     times, gcc interleaves the copies so far that they run out of registers and spill, and
-    the gain is lost. 1: not unrolled."""
+    the gain is lost. 1: not unrolled; at most 16."""
 
 
 @dataclass(frozen=True)
@@ -304,12 +305,15 @@ class _File:
             raise self.error(node, f"{what} must be a non-empty string, got {_shown(value)}")
         return value
 
-    def integer(self, node: yaml.Node, what: str, minimum: int = 1) -> int:
+    def integer(self, node: yaml.Node, what: str, minimum: int = 1,
+                maximum: int | None = None) -> int:
         value = self.scalar(node)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(node, f"{what} must be an integer, got {_shown(value)}")
         if value < minimum:
             raise self.error(node, f"{what} must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.error(node, f"{what} must be <= {maximum}, got {value}")
         return value
 
     def size(self, node: yaml.Node, what: str) -> int:
@@ -471,7 +475,9 @@ def _load_draft(source: _Source, chain: tuple[str, ...]) -> _Draft:
         for key, value in f.mapping(top["compute"], "compute", COMPUTE_KEYS).items():
             draft.compute[key] = f.integer(value, f"compute {key}",
                                            minimum=0 if key in ("prefetch_ahead", "copy_prefetch")
-                                           else 1)
+                                           else 1,
+                                           maximum=MAX_KERNEL_UNROLL if key == "kernel_unroll"
+                                           else None)
     if "cflags" in top:
         draft.cflags = _cflags(f, top["cflags"])
     if "passes" in top:

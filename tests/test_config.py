@@ -227,6 +227,8 @@ passes:
     assert e.line == 2 and "compute copy_prefetch must be >= 0" in str(e)
     e = error(tmp_path, "target: t\ncompute: {kernel_unroll: 0}\n")
     assert e.line == 2 and "compute kernel_unroll must be >= 1" in str(e)
+    e = error(tmp_path, "target: t\ncompute: {kernel_unroll: 64}\n")
+    assert e.line == 2 and "compute kernel_unroll must be <= 16, got 64" in str(e)
 
 
 def test_option_values_checked_by_the_pass(tmp_path: Path):
