@@ -654,13 +654,11 @@ class _Emitter:
 
         def step(x: str | None) -> None:  # the point x of the innermost reduction index
             qa, qb = self.fresh("p"), self.fresh("p")
-            if x is not None:
-                offs_a.append(f"INT64_C({stride('a', k.a, k.ks[-1])}) * {x}")
-                offs_b.append(f"INT64_C({stride('b', k.b, k.ks[-1])}) * {x}")
-            self.line(f"const {ct} *{qa} = {pa}{''.join(' + ' + o for o in offs_a)};")
-            self.line(f"const {ct} *{qb} = {pb}{''.join(' + ' + o for o in offs_b)};")
-            if x is not None:
-                del offs_a[-1], offs_b[-1]
+            last = ([], []) if x is None else (
+                [f"INT64_C({stride('a', k.a, k.ks[-1])}) * {x}"],
+                [f"INT64_C({stride('b', k.b, k.ks[-1])}) * {x}"])
+            self.line(f"const {ct} *{qa} = {pa}{''.join(' + ' + o for o in offs_a + last[0])};")
+            self.line(f"const {ct} *{qb} = {pb}{''.join(' + ' + o for o in offs_b + last[1])};")
             bv = [self.fresh("bv") for _ in range(vecs)]
             for j, name in enumerate(bv):
                 self.line(load(name, f"{qb} + {j * lanes}", j))

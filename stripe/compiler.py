@@ -91,7 +91,6 @@ class Program:
                        spec.strides == _packed_strides(spec.sizes))
                       for spec in self.c_program.buffers]
         self._inputs, self._outputs = self.c_program.inputs, self.c_program.outputs
-        self._in_check = tuple((s.name, s.sizes, s.dtype.np) for s in self._inputs)
 
     def __call__(self, **arrays: np.ndarray) -> dict[str, np.ndarray]:
         """Run on the input ``arrays`` (by name); returns fresh output arrays by name."""
@@ -108,12 +107,7 @@ class Program:
             raise StripeError(f"this program was compiled for {', '.join(self._missing)}, "
                               f"which this CPU does not have (flags {' '.join(self.flags)}); "
                               f"compile it for another target (e.g. cpu_avx2 or cpu_generic)")
-        # the common case checked inline (a call of a small program is a few microseconds);
-        # anything else goes through check_arguments, which names the problem
-        if len(inputs) != len(self._in_check) or not all(
-                type(a := inputs.get(n)) is np.ndarray and a.shape == sz and a.dtype == dt
-                for n, sz, dt in self._in_check):
-            check_arguments(self._inputs, inputs)
+        check_arguments(self._inputs, inputs)
         given = check_outputs(self._outputs, inputs, out) if out else {}
         ffi, lib = self.module.ffi, self.module.lib
         flats: list[np.ndarray] = []
