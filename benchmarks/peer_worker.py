@@ -8,7 +8,8 @@
 object per line on stdin, so that the suite can time it in turns with stripe (see
 `benchmarks.peers.PeerServer`): ``{"cmd": "prepare", "workload": name}`` builds and checks
 a workload; ``{"cmd": "time", "workload": name, "n": k, "warm_s": s}`` runs it untimed for at least s
-seconds (at least once; none if ``"warm": false``) and then k timed calls; ``{"cmd": "quit"}``. Each answer is one line on
+seconds (at least once; none if ``"warm": false``) and then k timed calls (the answer has
+their times and the process's CPU time over them, all threads); ``{"cmd": "quit"}``. Each answer is one line on
 stdout starting with ``REPLY_MARK`` (the peers print their own lines there too).
 
 Needs only numpy and the peer; imports `benchmarks.workloads` for the sources, shapes,
@@ -490,11 +491,12 @@ def serve(peer: str) -> int:
                 while time.perf_counter() < t_end:
                     run()
             samples = []
+            c0 = time.process_time()            # CPU time of every thread of this process
             for _ in range(int(req["n"])):
                 t0 = time.perf_counter()
                 run()
                 samples.append(time.perf_counter() - t0)
-            _reply({"samples_s": samples})
+            _reply({"samples_s": samples, "cpu_s": time.process_time() - c0})
     return 0
 
 

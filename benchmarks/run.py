@@ -106,12 +106,25 @@ def _check(out, ref, w: Workload) -> tuple[bool, str]:  # type: ignore[no-untype
     return ok, f"max abs err {err:.3g} (rtol {w.rtol:g}, atol {atol:.3g})"
 
 
+def _pin_to_cpus(threads: int) -> list[int]:
+    """Restricts this process (and the peer servers it starts, which inherit it) to the
+    first `threads` CPUs it may use. Thread-count variables alone do not bound every
+    system: PlaidML 0.7 sizes its pool from the machine and ignores OMP_NUM_THREADS (its
+    "1-thread" convolutions measured 1.75-1.87 CPU-seconds per second unpinned, 0.94-1.00
+    pinned), so a 1-thread comparison needs the CPUs themselves limited."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if 0 < threads < len(allowed):
+        os.sched_setaffinity(0, allowed[:threads])
+    return sorted(os.sched_getaffinity(0))
+
+
 def worker_run(args: argparse.Namespace) -> dict:
     import numpy as np
 
     import stripe
 
     threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    cpus = _pin_to_cpus(threads) if not args.no_pin else sorted(os.sched_getaffinity(0))
     systems = [s for s in args.systems.split(",") if s]
     if threads > 1 and "stripe_none" in systems and not args.none_all_threads:
         systems.remove("stripe_none")          # no passes = no `threads` tag: 1 thread anyway
@@ -133,7 +146,7 @@ def worker_run(args: argparse.Namespace) -> dict:
             print(f"  [{p}] not measured: {hello['error']}", flush=True)
     servers = {p: srv for p, srv in servers.items() if "error" not in peers_out[p]}
     result: dict = {"threads": threads, "openblas": _openblas_info(), "settle_s": settle,
-                    "loadavg_before": os.getloadavg(),
+                    "loadavg_before": os.getloadavg(), "cpus": cpus,
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                     "systems": systems, "workloads": {}}
     for name in args.workloads.split(","):
@@ -249,12 +262,16 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
     solo: dict[str, list[float]] = {s: [] for s in order if s != "numpy"}
     peer_samples: dict[str, list[float]] = {p: [] for p in first}
 
+    cpu_s: dict[str, float] = {s: 0.0 for s in list(solo) + list(peer_samples)}
+
     def stripe_batch(s: str) -> None:
         _warm(fns[s], args.warm_s)  # untimed, as a peer's batch starts ("warm")
+        c0 = time.process_time()
         for _ in range(per):
             t0 = time.perf_counter()
             fns[s]()
             solo[s].append(time.perf_counter() - t0)
+        cpu_s[s] += time.process_time() - c0
 
     def peer_batch(p: str) -> None:
         if p not in peer_samples:
@@ -270,6 +287,7 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
             servers[p].restart()
             return
         peer_samples[p] += rep["samples_s"]
+        cpu_s[p] += rep.get("cpu_s", float("nan"))
 
     # Every batch starts after the same pause (a peer's worker threads may spin on after
     # its calls -- PlaidML's pool is not bound by OMP_NUM_THREADS -- and on a shared VM the
@@ -281,13 +299,16 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
         for run_batch, who in batches[k:] + batches[:k]:
             time.sleep(args.settle)
             run_batch(who)
+    # CPU-seconds per second over the timed calls: how many cores a system really kept
+    # busy (at most `threads` when pinned; see _pin_to_cpus)
     for s, xs in solo.items():
-        entry[s].update(solo_median_s=statistics.median(xs), solo_samples_s=xs)
+        entry[s].update(solo_median_s=statistics.median(xs), solo_samples_s=xs,
+                        cpu_per_wall=round(cpu_s[s] / sum(xs), 3))
     for p, xs in peer_samples.items():
         med = statistics.median(xs)
         peers_out[p]["workloads"][name].update(
             median_s=med, min_s=min(xs), samples_s=xs, repeats=len(xs),
-            gflops=w.flops / med / 1e9)
+            gflops=w.flops / med / 1e9, cpu_per_wall=round(cpu_s[p] / sum(xs), 3))
         print(f"  [{p} {threads}T] {name}: {med * 1e3:.2f} ms", flush=True)
 
 
@@ -328,6 +349,8 @@ def _run_worker(mode: str, args: argparse.Namespace, env: dict[str, str],
            "--budget", str(args.budget), "--settle", str(args.settle), "--warm-s", str(args.warm_s)]
     if args.none_all_threads:
         cmd.append("--none-all-threads")
+    if args.no_pin:
+        cmd.append("--no-pin")
     if mode == "run" and getattr(args, "with_peers", ""):
         cmd += ["--with-peers", args.with_peers, "--peer-timeout", str(args.peer_timeout)]
     root = str(Path(__file__).resolve().parent.parent)
@@ -382,7 +405,9 @@ def _peer_table(run: dict) -> list[str]:
              "caches); X/peer = peer time / X time, both from those rounds (X's time "
              "interleaved with numpy is in the table above). TVM compiles for AVX2 "
              "(`-mcpu=haswell`); PlaidML's LLVM CPU device picks its own instruction set "
-             "and thread count.", ""]
+             "and thread count, so the run is pinned to CPUs "
+             f"{run.get('cpus', '(not recorded)')}; `cores` = CPU-seconds per second over "
+             "the timed calls (all threads of the process).", ""]
     for peer, pr in peers.items():
         if "error" in pr:
             lines += [f"- {peer}: not measured: {pr['error']}", ""]
@@ -397,16 +422,23 @@ def _peer_table(run: dict) -> list[str]:
         st = run["workloads"][n].get(s, {})
         return st.get("solo_median_s", st.get("median_s"))
 
-    hdr = ["workload"] + [f"{s} solo ms" for s in mine]
+    def cores(e: dict) -> str:
+        c = e.get("cpu_per_wall")
+        return f"{c:.2f}" if isinstance(c, (int, float)) and math.isfinite(c) else "-"
+
+    hdr = ["workload"] + [h for s in mine for h in (f"{s} solo ms", f"{s} cores")]
     for p in ok_peers:
-        hdr += [f"{p} ms", f"{p} GFLOP/s", f"{p} check"] + [f"{s}/{p}" for s in mine]
+        hdr += [f"{p} ms", f"{p} GFLOP/s", f"{p} cores", f"{p} check"] + [
+            f"{s}/{p}" for s in mine]
     lines += ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
     for n in names:
-        row = [n] + [f"{solo(n, s) * 1e3:.2f}" if solo(n, s) else "-" for s in mine]
+        row = [n] + [c for s in mine for c in (
+            f"{solo(n, s) * 1e3:.2f}" if solo(n, s) else "-",
+            cores(run["workloads"][n].get(s, {})))]
         for p in ok_peers:
             e = peers[p]["workloads"].get(n, {})
             row += [f"{e['median_s'] * 1e3:.2f}" if "median_s" in e else "-",
-                    f"{e['gflops']:.2f}" if "gflops" in e else "-",
+                    f"{e['gflops']:.2f}" if "gflops" in e else "-", cores(e),
                     str(e.get("check", "-")).replace("|", "/")[:60]]
             row += [f"{e['median_s'] / solo(n, s):.3f}" if "median_s" in e and solo(n, s)
                     else "-" for s in mine]
@@ -564,6 +596,8 @@ def main(argv: list[str] | None = None) -> int:
                          "own default, which spins briefly and then sleeps; PASSIVE sleeps "
                          "at once, which on a shared VM left the other core slow for every "
                          "call after a pause: docs/performance.md)")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="do not restrict the T-thread run to T CPUs (sched_setaffinity)")
     ap.add_argument("--peers", default="plaidml,tvm",
                     help="peers to run when present in the peers venv (default both; '' none)")
     ap.add_argument("--peer-timeout", type=float, default=600.0)
