@@ -270,13 +270,13 @@ def _cacheable(child: Block, r: Refinement, parent: Block, ancestors: tuple[Bloc
         return None
     if options.min_reuse and child.work < options.min_reuse * box.elem_count:
         return None
-    if (options.keep_contiguous and _reduction_is_unit_stride(child, r)
-            and _contiguous(parent.ref(r.from_), box, options.keep_contiguous)):
+    if (options.keep_contiguous and reduction_is_unit_stride(child, r)
+            and contiguous(parent.ref(r.from_), box.extent, options.keep_contiguous)):
         return None
     return box
 
 
-def _reduction_is_unit_stride(child: Block, r: Refinement) -> bool:
+def reduction_is_unit_stride(child: Block, r: Refinement) -> bool:
     """Does the innermost reduction index of ``child`` (the last index that no written view
     uses) walk ``r`` with unit stride? A kernel then reads the view along its rows, never
     down a column, and row padding gains nothing."""
@@ -287,10 +287,10 @@ def _reduction_is_unit_stride(child: Block, r: Refinement) -> bool:
     return sum(a.coeff(red[-1]) * st for a, st in zip(r.access, r.shape.strides)) == 1
 
 
-def _contiguous(src: Refinement, box: poly.Box, alias_bytes: int) -> bool:
-    """Is ``box`` (of the buffer ``src`` views) one dense run of memory, with no stride of
-    its dimensions past the innermost a multiple of ``alias_bytes`` bytes?"""
-    dims = sorted((st, n) for st, n in zip(src.shape.strides, box.extent) if n > 1)
+def contiguous(src: Refinement, extent: tuple[int, ...], alias_bytes: int) -> bool:
+    """Is a box of ``extent`` (of the buffer ``src`` views) one dense run of memory, with no
+    stride of its dimensions past the innermost a multiple of ``alias_bytes`` bytes?"""
+    dims = sorted((st, n) for st, n in zip(src.shape.strides, extent) if n > 1)
     expected = 1
     for st, n in dims:
         if st != expected or (st > 1 and st * src.dtype.itemsize % alias_bytes == 0):
@@ -335,10 +335,10 @@ def _padded(dtype: DType, extent: tuple[int, ...], row_pad: int) -> TensorShape:
     if row_pad <= 0 or len(extent) < 2:
         return TensorShape.packed(dtype, extent)
     longer = TensorShape.packed(dtype, extent[:-1] + (extent[-1] + row_pad,))
-    return _restrided(TensorShape.packed(dtype, extent), longer.strides)
+    return restrided(TensorShape.packed(dtype, extent), longer.strides)
 
 
-def _restrided(shape: TensorShape, strides: tuple[int, ...]) -> TensorShape:
+def restrided(shape: TensorShape, strides: tuple[int, ...]) -> TensorShape:
     return TensorShape(shape.dtype, tuple(TensorDim(d.size, st)
                                           for d, st in zip(shape.dims, strides)))
 
@@ -347,12 +347,12 @@ def _repoint(child: Block, r: Refinement, name: str, box: poly.Box,
              strides: tuple[int, ...]) -> Block:
     """``child`` whose view ``r`` views ``name`` (moved by ``-box.lo``, local strides)."""
     access = tuple(a - lo for a, lo in zip(r.access, box.lo))
-    new = with_field(r, from_=name, access=access, shape=_restrided(r.shape, strides))
+    new = with_field(r, from_=name, access=access, shape=restrided(r.shape, strides))
     refs = tuple(new if o.into == r.into else o for o in child.refs)
-    return _restride_below(child.replace(refs=refs), r.into, strides)
+    return restride_below(child.replace(refs=refs), r.into, strides)
 
 
-def _restride_below(block: Block, name: str, strides: tuple[int, ...]) -> Block:
+def restride_below(block: Block, name: str, strides: tuple[int, ...]) -> Block:
     """``block`` whose descendants' views of ``name`` (and of those views) take ``strides``."""
     stmts = []
     for s in block.stmts:
@@ -360,9 +360,9 @@ def _restride_below(block: Block, name: str, strides: tuple[int, ...]) -> Block:
             for v in s.refs:
                 if v.from_ == name:
                     s = s.replace(refs=tuple(
-                        with_field(o, shape=_restrided(o.shape, strides)) if o is v else o
+                        with_field(o, shape=restrided(o.shape, strides)) if o is v else o
                         for o in s.refs))
-                    s = _restride_below(s, v.into, strides)
+                    s = restride_below(s, v.into, strides)
         stmts.append(s)
     return block.replace(stmts=tuple(stmts))
 

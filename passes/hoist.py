@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from stripe.affine import Affine
 from stripe.ir import Block, Index, RefDir, Refinement, Statement, with_field
 
+from .cache import contiguous, reduction_is_unit_stride, restride_below, restrided
 from .select import Selection, Site, rewrite, statement_uses
 
 NAME = "hoist"
@@ -87,8 +88,20 @@ class Options(Selection):
     input's copy out of ``co`` left only ``x`` (3 + 2 row tiles), 1.2x the work on one
     core. 1: no condition."""
 
+    in_place: int = 0
+    """When above 0: a copy left repeated after hoisting (inside a loop over an index of P
+    it does not depend on, so the same points are copied again) is removed, and the
+    statements that read its buffer read its source in place, when the copied box is one
+    dense run of the source with no outer stride (bytes) a multiple of this value, and the
+    innermost reduction index of every reader walks it with unit stride (the ``cache``
+    pass's ``keep_contiguous`` conditions). A copy done once per point stays: it costs
+    little, and its padded rows may serve the kernel better (see docs/pass_hoist.md).
+    4096 suits a 32 KiB 8-way L1."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.in_place < 0:
+            raise ValueError(f"in_place must be >= 0, got {self.in_place}")
         if self.output_cost < 0:
             raise ValueError(f"output_cost must be >= 0, got {self.output_cost}")
         if self.units < 1:
@@ -112,11 +125,85 @@ def _hoist(p: Block, site: Site, options: Options) -> Block:
     limit = _imbalance(p, [i for i in p.idxs if not i.is_passed_in], shared, options.units)
     if options.reorder:
         p = _best_order(p, candidates, shared, limit, options)
-    best = _best_prefix(p, [i for i in p.idxs if not i.is_passed_in], candidates, shared,
-                        limit, options.units)
-    if best is None:
+    plain = [i for i in p.idxs if not i.is_passed_in]
+    best = _best_prefix(p, plain, candidates, shared, limit, options.units)
+    moved = best[2] if best else []
+    if options.in_place:
+        kept = plain[:best[1]] if best else plain
+        outer = {i.name for i in kept} if best else set()
+        parts = _parts(kept, shared, options.units)
+        dropped = []
+        for k in candidates:
+            loops = outer if k in moved else {i.name for i in plain}
+            # how often one core copies the same points (the threads pass will share the
+            # loops of `parts` among the cores, each core running its own share)
+            repeats = math.prod(parts.get(i.name, i.range) for i in plain
+                                if i.name in loops and i.name not in _depends(p, p.stmts[k]))
+            if repeats > 1:
+                q = _read_in_place(p, k, options.in_place)
+                if q is not None:
+                    p, dropped = q, dropped + [k]
+        if dropped:
+            p = p.replace(stmts=tuple(s for k, s in enumerate(p.stmts) if k not in dropped))
+            moved = [k - sum(d < k for d in dropped) for k in moved]
+    if not moved:
         return p
-    return _split(p, best[1], best[2], options)
+    return _split(p, best[1], moved, options)  # type: ignore[index]
+
+
+def _read_in_place(p: Block, k: int, alias_bytes: int) -> Block | None:
+    """``p`` whose statements that read the buffer the copy ``p.stmts[k]`` fills read the
+    copy's source instead (the copy itself and its allocation stay, for the caller to drop
+    the statement); None unless the copy is an element-for-element copy of a dense box of a
+    view of P (see ``Options.in_place``) read only by blocks that walk it along its rows."""
+    c = p.stmts[k]
+    assert isinstance(c, Block)
+    views = [r for r in c.refs if not r.is_alloc]
+    srcs = [r for r in views if r.dir is RefDir.IN]
+    dsts = [r for r in views if r.dir is RefDir.OUT]
+    if len(views) != 2 or len(srcs) != 1 or len(dsts) != 1:
+        return None
+    src, dst = srcs[0], dsts[0]
+    if not (p.has_ref(src.from_) and not p.ref(src.from_).is_alloc
+            and p.has_ref(dst.from_) and p.ref(dst.from_).is_alloc):
+        return None
+    plain = [i for i in c.idxs if not i.is_passed_in]
+    if len(plain) != len(src.access) or len(plain) != len(dst.access):
+        return None
+    lo = []
+    for i, a, b in zip(plain, src.access, dst.access):
+        if b != Affine.of(i.name) or a - a.const != Affine.of(i.name):
+            return None  # not the identity copy the cache pass makes
+        lo.append(a.const)
+    source = p.ref(src.from_)
+    if not contiguous(source, tuple(i.range for i in plain), alias_bytes):
+        return None
+    local = dst.from_
+    stmts = list(p.stmts)
+    for j, s in enumerate(p.stmts):
+        if j == k or local not in statement_uses(s):
+            continue
+        if not isinstance(s, Block):
+            return None
+        new = s
+        for r in s.refs:
+            if r.from_ != local:
+                continue
+            if r.dir is not RefDir.IN:
+                return None
+            view = with_field(r, from_=source.into,
+                              access=tuple(a + d for a, d in zip(r.access, lo)),
+                              shape=restrided(r.shape, source.shape.strides))
+            if not reduction_is_unit_stride(s, view):
+                return None
+            new = restride_below(new.replace(refs=tuple(view if o.into == r.into else o
+                                                         for o in new.refs)),
+                                 r.into, source.shape.strides)
+        stmts[j] = new
+    others = [s for j, s in enumerate(stmts) if j != k]
+    refs = p.refs if any(local in statement_uses(s) for s in others) else tuple(
+        r for r in p.refs if r.into != local)
+    return p.replace(refs=refs, stmts=tuple(stmts))
 
 
 def _written(p: Block, candidates: list[int]) -> list[Refinement]:
@@ -139,19 +226,28 @@ def _shared(p: Block, candidates: list[int]) -> set[str]:
     return names
 
 
+def _parts(kept: list[Index], shared: set[str], units: int) -> dict[str, int]:
+    """Index name -> the size of one core's share of its range (iterations it runs) when
+    the threads pass shares the indexes of ``kept`` in ``shared`` (as evenly as it can)
+    among ``units`` cores; indexes not shared are left out."""
+    ranges = {i.name: i.range for i in kept if i.name in shared and i.range > 1}
+    if units < 2 or not ranges:
+        return {}
+    from .partition_compute import choose_parts  # it builds on autotile, as this pass does
+
+    return choose_parts(ranges, units)
+
+
 def _imbalance(p: Block, kept: list[Index], shared: set[str], units: int) -> float:
     """``units * (tiles of the busiest core) / tiles`` when the threads pass shares the
     indexes of ``kept`` in ``shared`` (as evenly as it can) among ``units`` cores."""
     if units < 2:
         return 1.0
     ranges = {i.name: i.range for i in kept if i.name in shared and i.range > 1}
-    total = math.prod(ranges.values())
     if not ranges:
         return float(units)
-    from .partition_compute import choose_parts  # it builds on autotile, as this pass does
-
-    sizes = choose_parts(ranges, units)
-    return units * math.prod(sizes.values()) / total
+    sizes = _parts(kept, shared, units)
+    return units * math.prod(sizes.values()) / math.prod(ranges.values())
 
 
 def _best_prefix(p: Block, plain: list[Index], candidates: list[int], shared: set[str],

@@ -604,7 +604,7 @@ def test_negative_row_pad_and_reuse_are_refused() -> None:
 
 
 @pytest.mark.parametrize("m, n, k", [(250, 512, 300), (1000, 260, 130)])
-def test_a_tile_that_overhangs_two_levels_up_is_copied_with_a_guard(rng, m, n, k):
+def test_a_tile_that_overhangs_two_levels_up_is_copied_with_a_guard(rng, tmp_path, m, n, k):
     # cpu_avx2 fuses the bias and relu into the tile loop of the matmul: the tile over m is
     # the fused block, and the reduction over the tiles of k runs inside it, so the last
     # tile's rows of A overhang the matrix in the fused block's view, two levels above the
@@ -617,10 +617,17 @@ def test_a_tile_that_overhangs_two_levels_up_is_copied_with_a_guard(rng, m, n, k
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
-    prog = compile(src, {"A": a, "B": b, "Bias": bias}, target="cpu_avx2")
+    # hoist's in_place would read A's dense row tiles (all of k) where they are
+    cfg = tmp_path / "copy_a.yaml"
+    cfg.write_text("target: copy_a\nextends: cpu_avx2\npasses:\n"
+                   "  - {name: hoist_copies, options: {in_place: 0}}\n")
+    prog = compile(src, {"A": a, "B": b, "Bias": bias}, target=str(cfg))
     copies = [blk for _, blk in prog.ir.walk() if blk.name.endswith("cache_in_A")]
     assert copies and all(blk.constraints for blk in copies)
     assert any("+" in blk.name for _, blk in prog.ir.walk())  # the epilogue is fused
     want = np.maximum(a @ b + bias, 0)
     got = prog(A=a, B=b, Bias=bias)["O"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    # and with A's tiles read in place, as cpu_avx2 does where they are dense
+    shipped = compile(src, {"A": a, "B": b, "Bias": bias}, target="cpu_avx2")
+    np.testing.assert_allclose(shipped(A=a, B=b, Bias=bias)["O"], want, rtol=1e-4, atol=1e-4)

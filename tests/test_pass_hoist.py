@@ -20,7 +20,8 @@ from stripe.passes.select import Site
 MATMUL = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
 
 
-def packed(tmp_path, m: int, k: int, n: int, max_total: int = 4096) -> Block:
+def packed(tmp_path, m: int, k: int, n: int, max_total: int = 4096,
+           source: str = MATMUL) -> Block:
     """The matmul tiled (k kept whole below 8) and its tiles' inputs packed."""
     cfg = tmp_path / "pack.yaml"
     cfg.write_text(f"""target: hoist_test
@@ -31,7 +32,7 @@ passes:
   - {{name: pack, type: cache, options: {{reqs: [tile], dirs: [in], mem_loc: L2,
       xfer_loc: CPU}}}}
 """)
-    program = lower(MATMUL, {"A": ((m, k), "float32"), "B": ((k, n), "float32")})
+    program = lower(source, {"A": ((m, k), "float32"), "B": ((k, n), "float32")})
     final, _ = run_pipeline(program, load_config(str(cfg)), verify=True)
     return final
 
@@ -192,4 +193,73 @@ def test_cpu_avx2_hoists_the_row_tiles_of_a_matmul_with_a_short_reduction(rng):
     prog = compile(MATMUL, {"A": a, "B": b}, target="cpu_avx2")
     rest = [blk for _, blk in prog.ir.walk() if blk.name.endswith("_rest")]
     assert rest and "micro-kernel" in prog.c_source and "omp parallel" in prog.c_source
+    np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-3)
+
+
+# C = (A B)^T: the tile loop is [n, m], so A's tile (rows of A, the whole short reduction:
+# one dense run of A) depends on the inner index and stays inside the loop over n
+MATMUL_T = "function (A[M, K], B[K, N]) -> (C) { C[n, m : N, M] = +(A[m, k] * B[k, n]); }"
+
+
+def test_in_place_reads_a_repeated_dense_tile_where_it_is(tmp_path):
+    before = packed(tmp_path, 40, 7, 61, source=MATMUL_T)
+    assert tile_loop(before).idx_names == ("n", "m")
+    plain = run_and_check(hoist.run, before, Options(reqs=("tiles",)))
+    after = run_and_check(hoist.run, before, Options(reqs=("tiles",), in_place=4096))
+    # without in_place: B's copy moves out of m, A's copy stays in Q, once per (n, m) tile
+    q = [blk for _, blk in plain.walk() if blk.name.endswith("_rest")][0]
+    assert [b.name for b in q.sub_blocks if "cache_in" in b.tags] == [
+        "kernel_1_inner_cache_in_A"]
+    # with it: A's copy and its buffer are gone, the tile reads A where it is
+    names = [blk.name for _, blk in after.walk()]
+    assert not any(n.endswith("cache_in_A") for n in names)
+    assert any(n.endswith("cache_in_B") for n in names)
+    assert not any(r.into.startswith("A_l2") for _, blk in after.walk() for r in blk.refs)
+    tile = [blk for _, blk in after.walk() if "tile" in blk.tags][0]
+    assert tile.ref("A").from_ == "A" and tile.ref("A").shape.strides == (7, 1)
+    assert tile_loop(after).work < tile_loop(plain).work
+    assert print_ir(after) == print_ir(hoist.run(before, Options(reqs=("tiles",),
+                                                                  in_place=4096)))
+
+
+def test_in_place_keeps_copies_run_once_per_core_or_not_dense(tmp_path):
+    before = packed(tmp_path, 40, 7, 61, source=MATMUL_T)
+    # [n:2, m:2] on 2 cores: each core runs one n, so each copies A's tiles once
+    two = hoist.run(before, Options(reqs=("tiles",), units=2, in_place=4096))
+    assert print_ir(two) == print_ir(hoist.run(before, Options(reqs=("tiles",), units=2)))
+    # row-major 40x7 @ 7x61: A's copy is hoisted out of n (done once), B's tile 7x32 of a
+    # 7x61 matrix is not one dense run: nothing is read in place
+    mm = packed(tmp_path, 40, 7, 61)
+    assert print_ir(hoist.run(mm, Options(reqs=("tiles",), in_place=4096))) == print_ir(
+        hoist.run(mm, Options(reqs=("tiles",))))
+    # rows 16 floats apart: a multiple of 64 bytes aliases in L1, so A stays copied
+    wide = packed(tmp_path, 40, 16, 61, max_total=8192, source=MATMUL_T)
+    assert tile_loop(wide).idx_names == ("n", "m")
+    copied = print_ir(hoist.run(wide, Options(reqs=("tiles",))))
+    assert print_ir(hoist.run(wide, Options(reqs=("tiles",), in_place=64))) == copied
+    assert print_ir(hoist.run(wide, Options(reqs=("tiles",), in_place=4096))) != copied
+    with pytest.raises(ValueError, match="in_place"):
+        Options(in_place=-1)
+
+
+@pytest.mark.parametrize("m,k,n", [(40, 7, 61), (37, 5, 100), (64, 3, 9)])
+def test_in_place_programs_run_in_c(tmp_path, rng, m, k, n):
+    after = hoist.run(packed(tmp_path, m, k, n, source=MATMUL_T),
+                      Options(reqs=("tiles",), in_place=4096))
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    got = compile_program(after)(A=a, B=b)["C"]
+    np.testing.assert_allclose(got, (a @ b).T, rtol=1e-4, atol=1e-4)
+
+
+def test_cpu_avx2_reads_the_rows_of_a_2048x347_matrix_in_place(rng):
+    # 2048x347 @ 347x2048 (scaled down to 530x347 @ 347x700 here): each core runs several
+    # tiles of B's columns, and A's row tiles (whole rows: dense) would be copied once per
+    # tile of B; they are read in place
+    a = rng.standard_normal((530, 347)).astype(np.float32)
+    b = rng.standard_normal((347, 700)).astype(np.float32)
+    prog = compile(MATMUL, {"A": a, "B": b}, target="cpu_avx2")
+    names = [blk.name for _, blk in prog.ir.walk()]
+    assert any(n.endswith("cache_in_B") for n in names)
+    assert not any(n.endswith("cache_in_A") for n in names)
     np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-3)

@@ -255,3 +255,34 @@ def test_min_work_leaves_small_blocks_on_one_thread() -> None:
     assert any("threads" in b.tags for _, b in big.walk())
     with pytest.raises(ValueError, match="min_work"):
         Options(min_work=-1)
+
+
+def test_cpu_avx2_shares_a_convolutions_padding_and_init(tmp_path: Path) -> None:
+    """cpu_avx2 threads the zero-padded input copy and the output's initialisation of a
+    convolution (memory-bound blocks that would leave the second core idle), and the result
+    on two OpenMP threads is numpy's, at an odd size whose halves are unequal."""
+    script = textwrap.dedent("""
+        import numpy as np
+        import stripe
+        from stripe.printer import print_ir
+        SRC = '''function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) {
+            O[n, x, y, co : N, X, Y, CO] = +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]);
+        }'''
+        rng = np.random.default_rng(7)
+        i = rng.standard_normal((1, 37, 33, 64)).astype(np.float32)
+        f = rng.standard_normal((3, 3, 64, 56)).astype(np.float32)
+        prog = stripe.compile(SRC, {"I": i, "F": f}, target="cpu_avx2")
+        text = print_ir(prog.ir)
+        for name in ("I_pad_fill", "I_pad_copy", "kernel_0"):
+            line = next(ln for ln in text.splitlines() if ln.rstrip().endswith("// " + name))
+            assert "#thread" in line, line
+        pad = np.pad(i, ((0, 0), (1, 1), (1, 1), (0, 0)))
+        ref = sum(np.einsum("nxyc,cd->nxyd", pad[:, a:a + 37, b:b + 33], f[a, b])
+                  for a in range(3) for b in range(3))
+        np.testing.assert_allclose(prog(I=i, F=f)["O"], ref, rtol=1e-4, atol=1e-3)
+        print("ok")
+    """)
+    env = dict(os.environ, OMP_NUM_THREADS="2", STRIPE_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr + done.stdout
