@@ -185,8 +185,7 @@ def worker_run(args: argparse.Namespace) -> dict:
         for _ in range(warmup):
             for s in order:
                 fns[s]()
-        if settle:
-            time.sleep(settle)
+        _pause(settle, servers)
         samples: dict[str, list[float]] = {s: [] for s in order}
         last = None
         for r in range(repeats):
@@ -197,7 +196,7 @@ def worker_run(args: argparse.Namespace) -> dict:
                     # (OpenBLAS's for about 0.1 s, OpenMP's for GOMP_SPINCOUNT), so the
                     # next system waits until they are idle, then runs once untimed
                     # (after the pause its caches and clocks are cold).
-                    time.sleep(settle)
+                    _pause(settle, servers)
                     _warm(fns[s], args.warm_s)
                 last = s
                 t0 = time.perf_counter()
@@ -210,8 +209,7 @@ def worker_run(args: argparse.Namespace) -> dict:
                             gflops=w.flops / med / 1e9,
                             pct_peak=100.0 * w.flops / med / 1e9 / (PEAK_PER_CORE * threads))
         if servers:
-            if settle:
-                time.sleep(settle)
+            _pause(settle, servers)
             _time_with_peers(name, w, order, fns, entry, servers, peers_out, repeats, args,
                              threads)
         result["workloads"][name] = entry
@@ -222,7 +220,49 @@ def worker_run(args: argparse.Namespace) -> dict:
         srv.close()
     result["peers"] = peers_out
     result["loadavg_after"] = os.getloadavg()
+    if _QUIET_WAITS:  # how long the pauses waited, past --settle, for spinning threads
+        result["quiet_wait_s"] = {"pauses": len(_QUIET_WAITS), "max": max(_QUIET_WAITS),
+                                  "total": sum(_QUIET_WAITS),
+                                  "over_50ms": sum(w > 0.05 for w in _QUIET_WAITS)}
     return result
+
+
+_QUIET_WAITS: list[float] = []  # extra seconds each pause waited for quiet (results.json)
+
+
+def _process_cpu_s(pid: int) -> float:
+    """CPU seconds used so far by every thread of process ``pid`` (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pause(settle: float, servers: dict | None = None, max_extra: float = 1.0) -> None:
+    """Sleep ``settle`` seconds, then on until neither this process's other threads nor the
+    peer processes use the CPUs (under 10% of a core over 20 ms; at most ``max_extra``
+    seconds more). Idle threads spin for a while after their calls -- OpenBLAS's about
+    0.1 s, TVM's pool about 0.2 s (measured: a full core for 0.15-0.2 s after a batch of
+    2-thread convolutions) -- and the next system timed must not share the cores with
+    them."""
+    if settle <= 0:
+        return
+    time.sleep(settle)
+    pids = [os.getpid()] + [srv.proc.pid for srv in (servers or {}).values()
+                            if getattr(srv, "proc", None) is not None]
+    if not os.path.exists(f"/proc/{pids[0]}/stat"):
+        return  # no /proc: the pause alone
+    start = time.perf_counter()
+    while time.perf_counter() - start < max_extra:
+        before = [_process_cpu_s(p) for p in pids]
+        t0 = time.perf_counter()
+        time.sleep(0.02)
+        used = sum(_process_cpu_s(p) for p in pids) - sum(before)
+        if used < 0.1 * (time.perf_counter() - t0) + 1e-9:
+            break
+    _QUIET_WAITS.append(time.perf_counter() - start)
 
 
 def _warm(fn, seconds: float) -> None:
@@ -297,7 +337,7 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
     for r in range(rounds):
         k = r % len(batches)
         for run_batch, who in batches[k:] + batches[:k]:
-            time.sleep(args.settle)
+            _pause(args.settle, servers)
             run_batch(who)
     # CPU-seconds per second over the timed calls: how many cores a system really kept
     # busy (at most `threads` when pinned; see _pin_to_cpus)
@@ -446,6 +486,13 @@ def _peer_table(run: dict) -> list[str]:
     return lines + [""]
 
 
+def _quiet(q: dict | None) -> str:
+    if not q:
+        return ""
+    return (f", then on until no other thread used the CPUs ({q['over_50ms']} of "
+            f"{q['pauses']} pauses waited over 50 ms more, at most {q['max'] * 1e3:.0f} ms)")
+
+
 def _load(la: list[float] | None) -> str:
     return "?" if not la else f"{la[0]:.2f}"
 
@@ -469,7 +516,8 @@ def markdown(res: dict) -> str:
                   f"({ob.get('num_threads')} threads, via {ob.get('via')}); "
                   f"OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE: {run['openblas_env']}; "
                   f"OMP_WAIT_POLICY={run.get('omp_wait_policy')}; pause before each change of system: "
-                  f"{run.get('settle_s', 0)} s; load average before/after "
+                  f"{run.get('settle_s', 0)} s{_quiet(run.get('quiet_wait_s'))}; "
+                  "load average before/after "
                   f"the run: {_load(run.get('loadavg_before'))} / "
                   f"{_load(run.get('loadavg_after'))} (above ~0.1 means another process "
                   f"was using the CPUs).", ""]
