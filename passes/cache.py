@@ -335,19 +335,14 @@ def _padded(dtype: DType, extent: tuple[int, ...], row_pad: int) -> TensorShape:
     if row_pad <= 0 or len(extent) < 2:
         return TensorShape.packed(dtype, extent)
     longer = TensorShape.packed(dtype, extent[:-1] + (extent[-1] + row_pad,))
-    return restrided(TensorShape.packed(dtype, extent), longer.strides)
-
-
-def restrided(shape: TensorShape, strides: tuple[int, ...]) -> TensorShape:
-    return TensorShape(shape.dtype, tuple(TensorDim(d.size, st)
-                                          for d, st in zip(shape.dims, strides)))
+    return TensorShape.packed(dtype, extent).with_strides(longer.strides)
 
 
 def _repoint(child: Block, r: Refinement, name: str, box: poly.Box,
              strides: tuple[int, ...]) -> Block:
     """``child`` whose view ``r`` views ``name`` (moved by ``-box.lo``, local strides)."""
     access = tuple(a - lo for a, lo in zip(r.access, box.lo))
-    new = with_field(r, from_=name, access=access, shape=restrided(r.shape, strides))
+    new = with_field(r, from_=name, access=access, shape=r.shape.with_strides(strides))
     refs = tuple(new if o.into == r.into else o for o in child.refs)
     return restride_below(child.replace(refs=refs), r.into, strides)
 
@@ -360,7 +355,7 @@ def restride_below(block: Block, name: str, strides: tuple[int, ...]) -> Block:
             for v in s.refs:
                 if v.from_ == name:
                     s = s.replace(refs=tuple(
-                        with_field(o, shape=restrided(o.shape, strides)) if o is v else o
+                        with_field(o, shape=o.shape.with_strides(strides)) if o is v else o
                         for o in s.refs))
                     s = restride_below(s, v.into, strides)
         stmts.append(s)

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from stripe.affine import Affine
 from stripe.ir import Block, Index, RefDir, Refinement, Statement, with_field
 
-from .cache import contiguous, reduction_is_unit_stride, restride_below, restrided
+from .cache import contiguous, reduction_is_unit_stride, restride_below
 from .select import Selection, Site, rewrite, statement_uses
 
 NAME = "hoist"
@@ -193,7 +193,7 @@ def _read_in_place(p: Block, k: int, alias_bytes: int) -> Block | None:
                 return None
             view = with_field(r, from_=source.into,
                               access=tuple(a + d for a, d in zip(r.access, lo)),
-                              shape=restrided(r.shape, source.shape.strides))
+                              shape=r.shape.with_strides(source.shape.strides))
             if not reduction_is_unit_stride(s, view):
                 return None
             new = restride_below(new.replace(refs=tuple(view if o.into == r.into else o

@@ -56,7 +56,6 @@ from stripe.ir import (
     Special,
     Statement,
     Store,
-    TensorDim,
     TensorShape,
     with_field,
 )
@@ -169,11 +168,6 @@ def _move_into(child: Block, view: Refinement, decl: Refinement,
     return _rebase_children(child.replace(refs=refs), view.into, shape.strides, shift)
 
 
-def _restrided(shape: TensorShape, strides: tuple[int, ...]) -> TensorShape:
-    return TensorShape(shape.dtype, tuple(TensorDim(d.size, st)
-                                          for d, st in zip(shape.dims, strides)))
-
-
 def _rebase_children(block: Block, name: str, strides: tuple[int, ...],
                      shift: tuple[int, ...]) -> Block:
     """``block`` whose children's views of ``name`` have ``strides`` and are moved by
@@ -189,7 +183,7 @@ def _rebase_views(block: Block, parent: str, strides: tuple[int, ...],
     for r in block.refs:
         if r.from_ == parent:
             access = tuple(a + k for a, k in zip(r.access, shift))
-            r = with_field(r, access=access, shape=_restrided(r.shape, strides))
+            r = with_field(r, access=access, shape=r.shape.with_strides(strides))
             block = _rebase_children(block, r.into, strides, (0,) * len(strides))
         refs.append(r)
     return block.replace(refs=tuple(refs))

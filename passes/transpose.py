@@ -67,7 +67,7 @@ from functools import lru_cache
 from typing import Literal
 
 from stripe import poly, tags
-from stripe.ir import Block, RefDir, Refinement, TensorDim, TensorShape, with_field
+from stripe.ir import Block, RefDir, Refinement, with_field
 
 from .select import ALL, Selection, Site, rewrite
 
@@ -248,14 +248,9 @@ def dense_strides(sizes: tuple[int, ...], order: tuple[int, ...]) -> tuple[int, 
 # applying it ---------------------------------------------------------------------------------
 
 
-def _restrided(shape: TensorShape, strides: tuple[int, ...]) -> TensorShape:
-    return TensorShape(shape.dtype, tuple(TensorDim(d.size, s)
-                                          for d, s in zip(shape.dims, strides)))
-
-
 def restride(block: Block, ref: str, strides: tuple[int, ...]) -> Block:
     """``block`` whose refinement ``ref`` and every view of it below have ``strides``."""
-    refs = tuple(with_field(r, shape=_restrided(r.shape, strides)) if r.into == ref else r
+    refs = tuple(with_field(r, shape=r.shape.with_strides(strides)) if r.into == ref else r
                  for r in block.refs)
     return _restride_children(block.replace(refs=refs), ref, strides)
 

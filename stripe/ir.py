@@ -144,6 +144,11 @@ class TensorShape:
         return TensorShape(self.dtype, tuple(TensorDim(int(s), d.stride)
                                              for s, d in zip(sizes, self.dims)))
 
+    def with_strides(self, strides: tuple[int, ...] | list[int]) -> TensorShape:
+        """Same dtype and sizes, new strides (the same view of a buffer laid out anew)."""
+        return TensorShape(self.dtype, tuple(TensorDim(d.size, int(st))
+                                             for d, st in zip(self.dims, strides)))
+
 
 @dataclass(frozen=True)
 class Location:

@@ -45,6 +45,13 @@ def test_packed_shape_is_row_major():
     assert TensorShape.packed(DType.FLOAT32, (3, 0)).byte_size == 0
 
 
+def test_shapes_take_new_sizes_or_new_strides():
+    s = TensorShape.packed(DType.FLOAT32, (3, 4))
+    assert s.with_strides((5, 1)).strides == (5, 1) and s.with_strides((5, 1)).sizes == (3, 4)
+    assert s.with_sizes((2, 2)).strides == (4, 1) and s.with_sizes((2, 2)).sizes == (2, 2)
+    assert s.with_strides(s.strides) == s
+
+
 def test_dtype_names():
     assert to_dtype("float32") is DType.FLOAT32 is to_dtype("fp32")
     assert to_dtype(bool) is DType.BOOL
