@@ -29,6 +29,12 @@ prefix or order is taken that leaves the loops the ``threads`` pass will share (
 indexes that every written view follows) less evenly divisible among ``units`` cores than
 P's own.
 
+With ``in_place``, a copy still repeated after all this (one core would copy the same
+points again) whose box is already one dense run of its source, read along its rows by
+every statement that reads its buffer, is dropped: those statements read the source where
+it is (their views moved by the box's origin, with the source's strides). They read
+exactly the elements they read before ``cache`` made the copy.
+
 Preconditions: valid IR. Legality (all checked; otherwise P is left alone): P has no
 constraints (a hoisted copy would run for points the constraints skip); C reads only views
 of P that P only reads (``in``), so its result depends on nothing P writes; C writes only
