@@ -1,0 +1,63 @@
+"""The benchmark suite's own machinery (benchmarks/ is not a package of the library and
+its runs are not part of the tests): pinning a run to its CPUs and waiting for other
+threads to go quiet before timing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import run as bench  # noqa: E402
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to pin to 1")
+def test_a_one_thread_run_is_pinned_to_one_cpu():
+    code = ("import os, sys; sys.path.insert(0, sys.argv[1]); from benchmarks import run; "
+            "cpus = run._pin_to_cpus(1); "
+            "print(len(cpus), len(os.sched_getaffinity(0)), cpus[0] in os.sched_getaffinity(0))")
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split()
+    assert out == ["1", "1", "True"]
+    # as many threads as CPUs (or more): nothing to restrict
+    code2 = ("import os, sys; sys.path.insert(0, sys.argv[1]); from benchmarks import run; "
+             "n = len(os.sched_getaffinity(0)); print(len(run._pin_to_cpus(n)) == n)")
+    out2 = subprocess.run([sys.executable, "-c", code2, str(ROOT)], capture_output=True,
+                          text=True, timeout=60, check=True).stdout.split()
+    assert out2 == ["True"]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
+def test_a_pause_waits_while_another_thread_burns_cpu():
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    try:
+        t0 = time.perf_counter()
+        bench._pause(0.01, {}, max_extra=0.3)
+        busy = time.perf_counter() - t0
+    finally:
+        stop.set()
+        worker.join()
+    t0 = time.perf_counter()
+    bench._pause(0.01, {}, max_extra=2.0)
+    quiet = time.perf_counter() - t0
+    assert busy >= 0.3          # never quiet: waited the whole extra time
+    assert quiet < 1.0          # quiet at once (a few 20 ms steps at most)
+    assert bench._pause(0.0) is None  # no pause asked: returns at once
+    assert "waited over 50 ms" in bench._quiet({"pauses": 3, "max": 0.07, "total": 0.1,
+                                                 "over_50ms": 1})
+    assert bench._quiet(None) == ""
