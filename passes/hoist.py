@@ -135,16 +135,16 @@ def _hoist(p: Block, site: Site, options: Options) -> Block:
     best = _best_prefix(p, plain, candidates, shared, limit, options.units)
     moved = best[2] if best else []
     if options.in_place:
-        kept = plain[:best[1]] if best else plain
-        outer = {i.name for i in kept} if best else set()
+        kept = plain[:best[1]] if best else plain  # the loops the threads pass shares
         parts = _parts(kept, shared, options.units)
         dropped = []
         for k in candidates:
-            loops = outer if k in moved else {i.name for i in plain}
+            loops = kept if k in moved else plain  # the loops the copy runs inside
             # how often one core copies the same points (the threads pass will share the
             # loops of `parts` among the cores, each core running its own share)
-            repeats = math.prod(parts.get(i.name, i.range) for i in plain
-                                if i.name in loops and i.name not in _depends(p, p.stmts[k]))
+            deps = _depends(p, p.stmts[k])
+            repeats = math.prod(parts.get(i.name, i.range) for i in loops
+                                if i.name not in deps)
             if repeats > 1:
                 q = _read_in_place(p, k, options.in_place)
                 if q is not None:
@@ -159,8 +159,8 @@ def _hoist(p: Block, site: Site, options: Options) -> Block:
 
 def _read_in_place(p: Block, k: int, alias_bytes: int) -> Block | None:
     """``p`` whose statements that read the buffer the copy ``p.stmts[k]`` fills read the
-    copy's source instead (the copy itself and its allocation stay, for the caller to drop
-    the statement); None unless the copy is an element-for-element copy of a dense box of a
+    copy's source instead, and without that buffer's allocation (the copy stays, for the
+    caller to drop); None unless the copy is an element-for-element copy of a dense box of a
     view of P (see ``Options.in_place``) read only by blocks that walk it along its rows."""
     c = p.stmts[k]
     assert isinstance(c, Block)
@@ -206,10 +206,7 @@ def _read_in_place(p: Block, k: int, alias_bytes: int) -> Block | None:
                                                          for o in new.refs)),
                                  r.into, source.shape.strides)
         stmts[j] = new
-    others = [s for j, s in enumerate(stmts) if j != k]
-    refs = p.refs if any(local in statement_uses(s) for s in others) else tuple(
-        r for r in p.refs if r.into != local)
-    return p.replace(refs=refs, stmts=tuple(stmts))
+    return p.replace(refs=tuple(r for r in p.refs if r.into != local), stmts=tuple(stmts))
 
 
 def _written(p: Block, candidates: list[int]) -> list[Refinement]:
