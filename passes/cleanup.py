@@ -37,7 +37,7 @@ Tags set: none.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -213,7 +213,7 @@ def _prune_indexes(block: Block) -> Block:
             keep.append(idx)
     if len(keep) == len(block.idxs):
         return block
-    return _substitute(block, zero).replace(idxs=tuple(keep))
+    return substitute_indexes(block, zero).replace(idxs=tuple(keep))
 
 
 def _bank_names(block: Block) -> set[str]:
@@ -235,8 +235,10 @@ def _index_uses(block: Block) -> set[str]:
     return {n for a in affines for n in a.vars()}
 
 
-def _substitute(block: Block, values: dict[str, Affine]) -> Block:
-    """Replace index names by affines everywhere ``block``'s own index names appear."""
+def substitute_indexes(block: Block, values: Mapping[str, Affine]) -> Block:
+    """Replace index names by affines everywhere ``block``'s own index names appear (its
+    constraints, views, index loads and its children's passed-in affines); constraints
+    that become always true are dropped."""
     cons = []
     for c in block.constraints:
         c = c.substitute(values)
@@ -328,4 +330,4 @@ def _must_keep(block: Block, r: Refinement, site: Site) -> bool:
     return False
 
 
-__all__ = ["NAME", "Options", "run"]
+__all__ = ["NAME", "Options", "run", "substitute_indexes"]

@@ -44,6 +44,14 @@ than the range ``r`` (``allow_pad`` only) first grows the index to ``s`` with th
 Blocks that match no stencil, blocks with children, and blocks already tagged ``stencil`` are
 left alone (the same object).
 
+``split_tails`` (slot names): when the best match leaves a partial last tile on the index
+``n`` of a listed slot (range ``r``, size ``s``, ``r > s``, ``r % s != 0``), the block may
+become two: the head, ``n`` over ``r - r % s`` values, with the same match; and the tail, ``n``
+over the last ``r % s`` values as a plain index (``n`` replaced by ``n + r - r % s`` in its
+accesses and constraints, see ``cleanup.substitute_indexes``), named ``<name>_<n>_tail`` and
+matched anew (and split again on an index not split yet). The pieces replace the block in
+its parent when their summed ``cost * volume`` is below the block's.
+
 Preconditions: valid IR. Postconditions: valid IR with the same meaning (every point of the
 block runs once, as ``n = t*outer + inner``; overflowing points are excluded by constraints);
 every stenciled inner block is a leaf tagged ``stencil`` whose non-unit ranges are the slots'
@@ -69,6 +77,7 @@ from stripe.affine import Affine
 from stripe.ir import Block, Index, RefDir, Refinement
 
 from .autotile import apply_tile
+from .cleanup import substitute_indexes
 from .select import Selection, Site, rewrite
 
 NAME = "stencil"
@@ -202,6 +211,15 @@ class Options(Selection):
     order (the C back end runs a block's loops in index order). For a CPU micro-kernel,
     ``[n, m]`` walks the rows of ``A`` past one panel of ``B`` that stays in L1."""
 
+    split_tails: tuple[str, ...] = ()
+    """Slot names. When the best match cuts the index of one of these slots into tiles that
+    do not divide its range (``allow_pad``), the last, partial tile becomes a block of its
+    own, matched anew (and split again on another index), when the stencils' cost model
+    says the pieces cost less. A convolution's 14 output rows in 6-row micro-kernels leave
+    a tail of 2 rows, which use 2 of the kernel's 6 rows of registers and run at half its
+    speed; matched on their own, the tail's 2 x 14 pixels run 6 at a time along the row.
+    Empty: never split."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         for text in self.stencils:
@@ -213,7 +231,62 @@ def run(block: Block, options: Options) -> Block:
     stencils = tuple(parse_stencil(t) for t in options.stencils)
     if not stencils:
         return block
+    if options.split_tails:
+        return rewrite(block, Selection(),
+                       lambda b, site: _stencil_children(b, site, stencils, options),
+                       order="pre")
     return rewrite(block, options, lambda b, site: _stencil(b, site, stencils, options))
+
+
+def _stencil_children(parent: Block, site: Site, stencils: Sequence[Stencil],
+                      options: Options) -> Block:
+    """``parent`` with each selected leaf child replaced by its stencilled pieces."""
+    ancestors = site.ancestors + (parent,)
+    stmts: list = []
+    changed = False
+    for s in parent.stmts:
+        if (isinstance(s, Block) and options.matches(s) and not s.sub_blocks
+                and STENCIL not in s.tags):
+            pieces, _ = _pieces(s, stencils, options, ancestors, frozenset())
+            stmts += pieces
+            changed = changed or pieces != [s]
+        else:
+            stmts.append(s)
+    return parent.replace(stmts=tuple(stmts)) if changed else parent
+
+
+def _pieces(block: Block, stencils: Sequence[Stencil], options: Options,
+            ancestors: Sequence[Block], done: frozenset[str]) -> tuple[list[Block], float]:
+    """``block`` stencilled, as one block or as its full tiles followed by its tail's pieces
+    (see ``Options.split_tails``; not again on the indexes in ``done``), whichever costs
+    less; and that cost (points times the match's cost per point)."""
+    match = best_match(block, stencils, allow_pad=options.allow_pad)
+    if match is None:
+        return [block], math.inf
+    whole = match.cost * block.range_product
+    best = ([apply_match(block, match, options, ancestors=ancestors)], whole)
+    for slot, name, size in match.slots:
+        rng = block.idx(name).range
+        if (slot not in options.split_tails or name in done or size <= 0 or rng <= size
+                or rng % size == 0):
+            continue
+        full = rng - rng % size
+        head = block.replace(idxs=tuple(
+            Index(i.name, full, i.affine, i.tags) if i.name == name else i
+            for i in block.idxs))
+        head_match = best_match(head, stencils, allow_pad=options.allow_pad)
+        if head_match is None:
+            continue
+        tail = substitute_indexes(block, {name: Affine.of(name) + full}).replace(
+            name=f"{block.name}_{name}_tail",
+            idxs=tuple(Index(i.name, rng - full, i.affine, i.tags) if i.name == name else i
+                       for i in block.idxs))
+        tail_pieces, tail_cost = _pieces(tail, stencils, options, ancestors, done | {name})
+        cost = head_match.cost * head.range_product + tail_cost
+        if cost < best[1] * (1 - 1e-6):  # not for rounding noise
+            best = ([apply_match(head, head_match, options, ancestors=ancestors)]
+                    + tail_pieces, cost)
+    return best
 
 
 def _stencil(block: Block, site: Site, stencils: Sequence[Stencil], options: Options) -> Block:

@@ -374,3 +374,83 @@ def test_outer_order_puts_the_named_slots_first() -> None:
         names = [ix.name for ix in outer.idxs if not ix.is_passed_in]
         if want is not None:
             assert names == want
+
+
+# split_tails ---------------------------------------------------------------------------------
+
+# cpu_avx2's convolution kernel: 6 output pixels x 16 channels over the window and channels
+CONV_6X16 = ("{startup_cost: 8, idxs: [{name: m, size: 6, outs: [-1], ins: [-1, 0]}, "
+             "{name: n, size: 16, outs: [1], ins: [0, 1]}, "
+             "{name: k, size: -1, outs: [0], ins: [-1, -1]}, "
+             "{name: k2, size: -1, outs: [0], ins: [-1, -1]}, "
+             "{name: k3, size: -1, outs: [0], ins: [-1, -1]}]}")
+CONV_SRC = """function (I[N, H, W, C], F[KH, KW, C, CO]) -> (O) {
+    O[n, x, y, co : N, H - 2, W - 2, CO] = +(I[n, x + i, y + j, ci] * F[i, j, ci, co]);
+}"""
+
+
+def conv(h: int, w: int, c: int = 4, co: int = 16) -> Block:
+    return lower(CONV_SRC, {"I": ((1, h, w, c), "float32"), "F": ((3, 3, c, co), "float32")})
+
+
+def stencil_blocks(program: Block) -> list[tuple[str, Block]]:
+    """(name of the block holding it, stencil block) for every stencil block, in order."""
+    return [(parent.name, s) for _, parent in program.walk() for s in parent.sub_blocks
+            if STENCIL in s.tags]
+
+
+def slot_index(inner: Block, slot: str) -> str:
+    [name] = [i.name for i in inner.idxs if f"stencil_{slot}" in i.tags]
+    return name
+
+
+def test_split_tails_runs_the_last_rows_along_the_other_index() -> None:
+    # 14 x 14 output pixels: 6-row kernels over x leave 2 rows, which run 6 pixels at a time
+    # along y instead (14 = 12 + 2: the 2 x 2 corner is left overhanging, it costs the same)
+    program = conv(16, 16)
+    options = Options(reqs=("contraction",), stencils=(CONV_6X16,), allow_pad=True,
+                      split_tails=("m",))
+    after = stencil_and_check(program, options)
+    found = stencil_blocks(after)
+    assert [(name, slot_index(inner, "m")) for name, inner in found] == [
+        ("kernel_1", "x"), ("kernel_1_x_tail", "y")]
+    head, tail = (inner for _, inner in found)
+    assert not head.constraints  # 12 rows in two full tiles
+    [outer_tail] = [b for _, b in after.walk() if b.name == "kernel_1_x_tail"]
+    assert {i.name: i.range for i in outer_tail.idxs if not i.is_passed_in} == {"y": 3, "x": 2}
+    # without the option: one block, whose last tile of rows overhangs
+    [(_, inner)] = stencil_blocks(stencil.run(program, MAC_PAD.__class__(
+        reqs=("contraction",), stencils=(CONV_6X16,), allow_pad=True)))
+    assert slot_index(inner, "m") == "x" and inner.constraints
+
+
+def test_split_tails_only_where_the_cost_model_gains() -> None:
+    # a matmul's 10 rows: the 4-row tail has no other index to run along, it would only be
+    # the same overhanging tile in a block of its own
+    program = matmul((10, 7), (7, 32))
+    options = Options(reqs=("contraction",), stencils=(mac(6, 16, 8),), allow_pad=True,
+                      split_tails=("m",))
+    assert print_ir(stencil_and_check(program, options)) == print_ir(
+        stencil.run(program, Options(reqs=("contraction",), stencils=(mac(6, 16, 8),),
+                                     allow_pad=True)))
+    # a slot not listed is not split: n's 40 columns in 16s leave 8
+    program = matmul((12, 7), (7, 40))
+    after = stencil_and_check(program, options)
+    assert len(stencil_blocks(after)) == 1
+
+
+@pytest.mark.parametrize("h, w", [(16, 22), (16, 16), (11, 23)])
+def test_split_tails_compiled_c_matches_numpy(h: int, w: int) -> None:
+    program = conv(h, w, c=5, co=19)
+    after = stencil.run(program, Options(reqs=("contraction",), stencils=(CONV_6X16,),
+                                         allow_pad=True, split_tails=("m",)))
+    assert len(stencil_blocks(after)) == 2  # the head and its tail
+    rng = np.random.default_rng(3)
+    i = rng.standard_normal((1, h, w, 5)).astype(np.float32)
+    f = rng.standard_normal((3, 3, 5, 19)).astype(np.float32)
+    want = np.zeros((1, h - 2, w - 2, 19), np.float32)
+    for di in range(3):
+        for dj in range(3):
+            want += np.einsum("nxyc,co->nxyo", i[:, di:di + h - 2, dj:dj + w - 2], f[di, dj])
+    got = compile_program(after)(I=i, F=f)["O"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
