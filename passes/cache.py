@@ -134,20 +134,6 @@ class Options(Selection):
     matmul tile reuses each element of ``A`` and ``B`` tens of times; the weights of a
     matrix-vector product are used once, and a copy would only double their traffic."""
 
-    keep_contiguous: int = 0
-    """When above 0: a view whose box is already one contiguous run of its source (a dense
-    block: the box's strides there are those of a packed copy), none of whose outer strides
-    is a multiple of this many bytes, and which the block's innermost reduction index walks
-    with unit stride, is read in place instead of copied: a copy would not make it denser,
-    with outer strides that are no multiple of the L1's way size (4096 on a 32 KiB 8-way
-    L1) its rows do not fall into the same few sets, and a kernel reads it along its rows
-    (a matmul's ``A``, a convolution's input), not down a column, as it does a matmul's
-    ``B`` or a convolution's weights, whose padded rows spread a column over the L1's sets.
-    A 56x56x64 convolution's padded input tile (14 rows of 58x64 float32) is then not
-    copied again, once per core; but where a copy is done once per tile anyway the padded
-    copy can be the faster one (docs/pass_cache.md: measured both ways, off in
-    ``cpu_avx2``). 0: every view is copied (subject to ``min_reuse``)."""
-
     row_pad: int = 0
     """Elements of padding after every row (innermost dimension) of a cached buffer of rank 2
     or more: the outer strides are those of rows ``row_pad`` longer than the box. A CPU
@@ -160,8 +146,6 @@ class Options(Selection):
             raise ValueError("mem_loc must name a memory (e.g. SRAM)")
         if not self.dirs:
             raise ValueError("dirs must list at least one of in, out, inout")
-        if self.keep_contiguous < 0:
-            raise ValueError(f"keep_contiguous must be >= 0, got {self.keep_contiguous}")
         if self.min_reuse < 0:
             raise ValueError(f"min_reuse must be >= 0, got {self.min_reuse}")
         if self.row_pad < 0:
@@ -269,9 +253,6 @@ def _cacheable(child: Block, r: Refinement, parent: Block, ancestors: tuple[Bloc
     except ValueError:
         return None
     if options.min_reuse and child.work < options.min_reuse * box.elem_count:
-        return None
-    if (options.keep_contiguous and reduction_is_unit_stride(child, r)
-            and contiguous(parent.ref(r.from_), box.extent, options.keep_contiguous)):
         return None
     return box
 

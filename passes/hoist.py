@@ -99,10 +99,10 @@ class Options(Selection):
     it does not depend on, so the same points are copied again) is removed, and the
     statements that read its buffer read its source in place, when the copied box is one
     dense run of the source with no outer stride (bytes) a multiple of this value, and the
-    innermost reduction index of every reader walks it with unit stride (the ``cache``
-    pass's ``keep_contiguous`` conditions). A copy done once per point stays: it costs
-    little, and its padded rows may serve the kernel better (see docs/pass_hoist.md).
-    4096 suits a 32 KiB 8-way L1."""
+    innermost reduction index of every reader walks it with unit stride
+    (``cache.contiguous`` and ``cache.reduction_is_unit_stride``). A copy done once per
+    point stays: it costs little, and its padded rows may serve the kernel better (see
+    docs/pass_hoist.md). 4096 suits a 32 KiB 8-way L1."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -545,62 +545,11 @@ def test_min_reuse_skips_views_used_once_per_element() -> None:
     assert {r.into for r in kernel.refs if r.is_alloc} == {"A_sram", "B_sram"}
 
 
-def _matmul_row_tiles(k: int) -> Block:
-    """A 40xKx24 matmul tiled along m only (tiles of 8 whole rows of A, all of B)."""
-    src = "function (A[M, K], B[K, N]) -> (O) { O[m, n : M, N] = +(A[m, k] * B[k, n]); }"
-    program = lower(src, {"A": ((40, k), "float32"), "B": ((k, 24), "float32")})
-    [kernel] = blocks(program, "contraction")
-    tiled = autotile.apply_tile(kernel, {"m": 8}, inner_set=("tile",))
-    return program.replace(stmts=tuple(
-        m.replace(stmts=tuple(tiled if s is kernel else s for s in m.stmts))
-        if isinstance(m, Block) else m for m in program.stmts))
-
-
-@pytest.mark.parametrize("k, kept", [(37, {"A"}), (1024, set())])
-def test_keep_contiguous_reads_a_dense_tile_walked_along_its_rows_in_place(k, kept) -> None:
-    # A's tile (8 whole rows) is one contiguous run that the reduction k walks with unit
-    # stride: read in place. B's tile is contiguous too (all of B) but k walks down its
-    # columns: copied (row padding spreads a column over the L1's sets). With rows of 4 KiB
-    # (k = 1024), A's row stride is a multiple of the 4096-byte alias size: copied.
-    tiled = _matmul_row_tiles(k)
-    after = cache_and_check(tiled, Options(reqs=("tile",), dirs=("in",), keep_contiguous=4096))
-    [kernel] = blocks(after, "contraction")
-    copied = {r.into[:-len("_sram")] for r in kernel.refs if r.is_alloc}
-    assert copied == {"A", "B"} - kept
-    every = cache_and_check(tiled, Options(reqs=("tile",), dirs=("in",)))
-    [kernel] = blocks(every, "contraction")
-    assert {r.into for r in kernel.refs if r.is_alloc} == {"A_sram", "B_sram"}
-
-
-def test_keep_contiguous_on_cpu_avx2_matches_numpy(tmp_path, rng) -> None:
-    # a 3x3 convolution whose L2 tiles take every input channel: the padded input's tile
-    # is whole rows of pixels, read in place; the weights are copied (cpu_avx2 itself
-    # copies both)
-    src = """function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) {
-        O[n, x, y, co : N, X, Y, CO] = +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]);
-    }"""
-    i = rng.standard_normal((1, 26, 26, 64)).astype(np.float32)
-    f = rng.standard_normal((3, 3, 64, 64)).astype(np.float32)
-    cfg = tmp_path / "in_place.yaml"
-    cfg.write_text("target: in_place\nextends: cpu_avx2\n"
-                   "passes:\n  - {name: pack, options: {keep_contiguous: 4096}}\n")
-    prog = compile(src, {"I": i, "F": f}, target=str(cfg))
-    copies = {blk.name.rsplit("_", 1)[-1] for _, blk in prog.ir.walk() if CACHE_IN in blk.tags}
-    assert copies == {"F"}
-    plain = compile(src, {"I": i, "F": f}, target="cpu_avx2")
-    assert {blk.name.rsplit("_", 1)[-1] for _, blk in plain.ir.walk()
-            if CACHE_IN in blk.tags} == {"I", "F"}
-    padded = np.pad(i, ((0, 0), (1, 1), (1, 1), (0, 0)))
-    want = sum(np.einsum("nxyc,cd->nxyd", padded[:, a:a + 26, b:b + 26], f[a, b])
-               for a in range(3) for b in range(3))
-    np.testing.assert_allclose(prog(I=i, F=f)["O"], want, rtol=1e-4, atol=1e-3)
 def test_negative_row_pad_and_reuse_are_refused() -> None:
     with pytest.raises(ValueError, match="row_pad"):
         Options(row_pad=-1)
     with pytest.raises(ValueError, match="min_reuse"):
         Options(min_reuse=-1.0)
-    with pytest.raises(ValueError, match="keep_contiguous"):
-        Options(keep_contiguous=-1)
 
 
 @pytest.mark.parametrize("m, n, k", [(250, 512, 300), (1000, 260, 130)])
