@@ -66,6 +66,7 @@ from stripe.affine import Affine
 from stripe.ir import Block, Index, Statement
 from stripe.poly import Level
 
+from .cleanup import substitute_indexes
 from .select import Selection, Site, rewrite
 
 NAME = "boundary"
@@ -92,6 +93,13 @@ class Options(Selection):
 
     slabs: bool = False
     """Always lay the pieces out as slabs (``1 + edges`` pieces), never as a jigsaw."""
+
+    rebase: bool = False
+    """Write each piece's cut indexes that were plain as plain indexes from 0 again: ``x =
+    1:110`` becomes ``x:110`` with ``x`` replaced by ``x + 1`` in the piece's constraints,
+    accesses, index loads and children's passed-in affines (the same points, the same
+    values). Passes that tile or match only plain indexes (``autotile``, ``stencil``) then
+    treat the interior like any block."""
 
     min_interior_fraction: float = 0.25
     """Leave the block alone when the interior box holds less than this fraction of the
@@ -410,7 +418,16 @@ def _finish(block: Block, cuts: Cuts, piece: _Piece, options: Options) -> Block:
     added = options.interior_set if interior else options.boundary_set
     suffix = "interior" if interior else _edge_name(block, cuts, piece)
     name = f"{block.name}_{suffix}" if block.name else suffix
-    return piece.block.replace(name=name, tags=block.tags | frozenset(added))
+    out = piece.block
+    if options.rebase:
+        shift = {i.name: Affine.of(i.name) + i.affine.const for i in out.idxs
+                 if block.idx(i.name).affine.is_zero and i.affine.is_const
+                 and i.affine.const}
+        if shift:
+            out = substitute_indexes(out, shift).replace(idxs=tuple(
+                Index(i.name, i.range, Affine(), i.tags) if i.name in shift else i
+                for i in out.idxs))
+    return out.replace(name=name, tags=block.tags | frozenset(added))
 
 
 def _edge_name(block: Block, cuts: Cuts, piece: _Piece) -> str:

@@ -207,6 +207,29 @@ def test_padded_conv2d_jigsaw_has_nine_pieces_and_a_constraint_free_interior():
     ]
 
 
+def test_rebase_writes_the_cut_indexes_as_plain_indexes_from_zero():
+    # the same points (index values now count from each piece's first value: the exact
+    # cover check of run() does not apply; the interpreter's results must still agree)
+    before = parse_ir(program(CONV2D_BUFS, CONV2D))
+    after = boundary.run(before, boundary.Options(reqs=("contraction",), rebase=True))
+    verify(after)
+    assert_same_results(before, after, random_program_inputs(before))
+    assert summary(after)[1:] == [
+        "conv_x_lo_y_lo [x:1, y:1, i:3, j:3] {-1 + i + x; -1 + j + y} boundary",
+        "conv_x_lo [x:1, y:4, i:3, j:3] {-1 + i + x} boundary",
+        "conv_x_lo_y_hi [x:1, y:1, i:3, j:3] {-1 + i + x; 1 - j - y} boundary",
+        "conv_y_lo [x:3, y:1, i:3, j:3] {-1 + j + y} boundary",
+        "conv_interior [x:3, y:4, i:3, j:3] {} interior",
+        "conv_y_hi [x:3, y:1, i:3, j:3] {1 - j - y} boundary",
+        "conv_x_hi_y_lo [x:1, y:1, i:3, j:3] {1 - i - x; -1 + j + y} boundary",
+        "conv_x_hi [x:1, y:4, i:3, j:3] {1 - i - x} boundary",
+        "conv_x_hi_y_hi [x:1, y:1, i:3, j:3] {1 - i - x; 1 - j - y} boundary",
+    ]
+    # the offsets moved into the accesses: the interior reads I one row and column in
+    [interior] = [b for _, b in after.walk() if b.name == "conv_interior"]
+    assert [str(a) for a in interior.ref("I").access][:2] == ["i + x", "j + y"]
+
+
 def test_over_max_pieces_the_jigsaw_becomes_slabs():
     slabs = [
         "conv_x_lo [x:1, y:6, i:3, j:3] {-1 + i + x; -1 + j + y; 6 - j - y} boundary",
