@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stripe import tags
+from stripe import poly, tags
 from stripe.affine import Affine
 from stripe.dtypes import DType, promote
 from stripe.errors import IRError
@@ -184,6 +184,38 @@ class _Bounds:
     hi_exprs: tuple[Affine, ...] = ()  # x <= e for each e
 
 
+def overwritten_first(block: Block, r: Refinement) -> bool:
+    """Is every element of buffer ``r`` (declared or viewed whole by ``block``) stored into
+    before anything reads it? Then it need not be zeroed. The first statement of ``block``
+    that touches it must view it whole and either store into all of it and touch it no other
+    way (``poly.writes_every_element``) or, a block viewing it whole again (``main``), pass
+    the same test inside."""
+    for s in block.stmts:
+        if not isinstance(s, Block):
+            if r.into in _names_used(s):
+                return False
+            continue
+        views = [v for v in s.refs if v.from_ == r.into]
+        if not views:
+            continue
+        if len(views) > 1 or views[0].dtype is not r.dtype:
+            return False
+        v = views[0]
+        if poly.writes_every_element(s, v.into, r.shape.sizes):
+            return True
+        whole = all(a.is_zero for a in v.access) and v.shape.sizes == r.shape.sizes
+        return whole and not s.idxs and overwritten_first(s, v)
+    return False
+
+
+def _names_used(s: Statement) -> set[str]:
+    if isinstance(s, (Load, Store)):
+        return {s.from_, s.into}
+    if isinstance(s, Special):
+        return set(s.inputs) | set(s.outputs)
+    return set()
+
+
 @dataclass
 class _Scope:
     idx: dict[str, str] = field(default_factory=dict)      # IR index -> C expr
@@ -258,8 +290,13 @@ class _Emitter:
                 raise IRError(f"root refinement '{r.into}' views a missing parent", root.name)
             cname = self.fresh("b")
             ctype = C_TYPES[r.dtype]
-            self.line(f"{ctype} *{cname} = ({ctype} *)calloc({max(r.shape.span, 1)}, "
-                      f"sizeof({ctype}));  /* {comment_name(r.into)} */")
+            if overwritten_first(root, r):
+                self.line(f"{ctype} *{cname} = ({ctype} *)malloc({max(r.shape.span, 1)} * "
+                          f"sizeof({ctype}));  /* {comment_name(r.into)}: wholly written "
+                          f"before any read */")
+            else:
+                self.line(f"{ctype} *{cname} = ({ctype} *)calloc({max(r.shape.span, 1)}, "
+                          f"sizeof({ctype}));  /* {comment_name(r.into)} */")
             frees.append(cname)
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
                                        memory=r.location.name or MAIN_MEMORY, root=cname)

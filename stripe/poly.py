@@ -41,7 +41,7 @@ from typing import NamedTuple
 import islpy as isl
 
 from .affine import Affine
-from .ir import Block, Index, Load, Refinement, Special, Store
+from .ir import AggOp, Block, Index, Load, Refinement, Special, Store
 
 _CTX = isl.DEFAULT_CONTEXT
 _MEMO = 1 << 14  # entries per memo table; IR trees of ~100 kernels need a few hundred
@@ -641,12 +641,76 @@ def tile_footprint(block: Block, ref: str, tile: Mapping[str, int], *,
     return _tile_footprint(block, ref, tuple(sorted(sizes.items())), tuple(ancestors))
 
 
+# whole overwrites -----------------------------------------------------------------------------
+
+
+def _stores_only(block: Block, ref: str, path: tuple[Block, ...],
+                 chain: tuple[Refinement, ...], out: list[Touch]) -> bool:
+    """Collect the stores into ``ref`` of ``block`` and below (through views); False when
+    something else touches it: a load, a special, an aggregating store or a view that reads."""
+    for s in block.stmts:
+        if isinstance(s, Load) and s.from_ == ref:
+            return False
+        if isinstance(s, Special) and ref in s.inputs + s.outputs:
+            return False
+        if isinstance(s, Store) and s.into == ref:
+            out.append(Touch(path, chain, (1,) * chain[-1].shape.rank))
+        elif isinstance(s, Block):
+            for view in s.refs:
+                if view.from_ != ref:
+                    continue
+                if view.dir.reads or not view.dir.writes or view.agg_op is not AggOp.ASSIGN:
+                    return False
+                if not _stores_only(s, view.into, path + (s,), chain + (view,), out):
+                    return False
+    return True
+
+
+def writes_every_element(block: Block, ref: str, sizes: Sequence[int]) -> bool:
+    """True when ``block`` (its points and its descendants', through views) stores into
+    every element of the buffer of shape ``sizes`` that its refinement ``ref`` views (the
+    box ``[0, sizes)``, in the coordinates ``ref``'s access is in), only stores (plain, not
+    aggregating) and never reads it: what the buffer held before is never seen.
+
+    Exact (isl: the union of the stores' images is the whole box), for a block whose
+    indexes depend on no parent value; otherwise False.
+    """
+    r = block.ref(ref)
+    if r.agg_op is not AggOp.ASSIGN or r.dir.reads:
+        return False
+    found: list[Touch] = []
+    if not _stores_only(block, ref, (block,), (r,), found) or not found:
+        return False
+    rank = r.shape.rank
+    outs = [f"o{d}" for d in range(rank)]
+    if len(sizes) != rank:
+        return False
+    box = isl.Set.read_from_str(_CTX, "{ [" + ", ".join(outs) + "] : " + " and ".join(
+        f"0 <= o{d} < {n}" for d, n in enumerate(sizes)) + " }" if rank else "{ [] }")
+    image = None
+    for t in found:
+        nest = nested_domain(t.path)
+        if nest.space.params:
+            return False
+        names = nest.space.isl_names()
+        coords = access_sum(nest, t.refs, 0)
+        conds = [f"{affine_text(c, names)} >= 0" for c in nest.constraints]
+        conds += [f"o{d} = {affine_text(c, names)}" for d, c in enumerate(coords)]
+        text = (f"{nest.space.header()} -> [{', '.join(outs)}] : "
+                f"{' and '.join(conds) if conds else 'true'} }}")
+        part = isl.Map.read_from_str(_CTX, text).range()
+        image = part if image is None else image.union(part)
+    assert image is not None
+    return bool(image.is_equal(box))
+
+
 __all__ = [
     "AccessMap", "Box", "Domain", "Level", "NestedDomain", "Space", "Touch", "access_map",
     "access_sum", "affine_bounds", "affine_text", "block_domain", "bounds_in",
     "constraint_is_redundant", "dim_bounds", "domain_is_empty", "footprint", "implied_in",
     "implies", "inner_name", "is_empty", "make_set", "nested_domain", "nested_domain_of",
     "outer_name", "sample_point", "scoped_name", "tile_footprint", "touches",
+    "writes_every_element",
 ]
 
 

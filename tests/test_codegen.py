@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from irbuild import F32, element, matmul, program
 
+import stripe
 import stripe.codegen.build as build_mod
 from stripe.affine import Affine
 from stripe.codegen.c_emitter import PRELUDE, emit_c
@@ -316,3 +317,73 @@ def test_comment_names_show_fused_blocks_but_nothing_that_could_end_a_comment():
     assert comment_name("kernel_1+kernel_2") == "kernel_1+kernel_2"
     for hostile in ("a*/b", "a+*/", "a+", "+a", "x y", "a+b\n"):
         assert comment_name(hostile) == "?"
+
+
+# tmp buffers: zeroed unless wholly written first ----------------------------------------------
+
+TMP_PROGRAM = """
+#program
+block []:1 ( // program
+    #user in new X[0] fp32:I(8):(1)
+    #user out new Y[0] fp32:I(8):(1)
+    #tmp none new T[0] fp32:I(8):(1)
+) {
+    0: #main
+    block []:1 ( // main
+        in X[0] fp32:I(8):(1)
+        out Y[0] fp32:I(8):(1)
+        inout T[0] fp32:I(8):(1)
+    ) {
+        0: block [#thread h:2]:2 ( // fill
+            out T[4*h] fp32:I(4):(1)
+        ) {
+            0: block [i:{fill}]:{fill} ( // fill_inner
+                out T[i] fp32:I(1):(1)
+            ) {
+                0: $x = (fp32)1.5
+                1: T = store($x)
+            }
+        }
+        1: block [i:8]:8 ( // use
+            in X[i] fp32:I(1):(1)
+            in T[i] fp32:I(1):(1)
+            out Y[i] fp32:I(1):(1)
+        ) {
+            0: $x = load(X)
+            1: $t = load(T)
+            2: $y = add:fp32($x, $t)
+            3: Y = store($y)
+        }
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("fill, zeroed", [(4, False), (3, True)])
+def test_a_tmp_buffer_is_zeroed_unless_wholly_written_before_it_is_read(cache, rng, fill,
+                                                                         zeroed):
+    # each of the two halves fills 4 (all of T: malloc) or 3 of its 4 elements (T[3] and
+    # T[7] are read as they were: calloc's zeros, as the interpreter has them)
+    from stripe.interp import interpret
+    from stripe.irparser import parse_ir
+
+    program = parse_ir(TMP_PROGRAM.replace("{fill}", str(fill)))
+    prog = compile_program(program)
+    assert ("calloc(" in prog.c_source) is zeroed
+    assert ("malloc(" in prog.c_source) is not zeroed
+    x = rng.standard_normal(8).astype(np.float32)
+    want = x + np.where(np.arange(8) % 4 < fill, 1.5, 0.0).astype(np.float32)
+    np.testing.assert_array_equal(prog(X=x)["Y"], want)
+    np.testing.assert_array_equal(interpret(program, {"X": x})["Y"], want)
+
+
+def test_padded_convolution_input_is_not_zeroed_before_its_fill(cache):
+    # cpu_avx2's zero-padded input copy is filled whole (in two threaded halves) before
+    # anything reads it: no calloc (a memset of the whole copy on one core, every call)
+    src = """function (I[N, X, Y, C], F[KX, KY, C, D]) -> (O) {
+        O[n, x, y, d : N, X, Y, D] = +(I[n, x + i - 1, y + j - 1, c] * F[i, j, c, d]);
+    }"""
+    prog = stripe.compile(src, {"I": np.zeros((1, 30, 30, 64), np.float32),
+                                "F": np.zeros((3, 3, 64, 64), np.float32)}, target="cpu_avx2")
+    assert "I_pad" in prog.c_source and "calloc(" not in prog.c_source
+    assert "wholly written before any read" in prog.c_source

@@ -326,3 +326,30 @@ def test_tiled_conv_program_views_cover_the_tile_footprint():
     assert [o + lo for o, lo in zip(origin, box.lo)] == list(view_a.access)
     assert box.extent == view_a.shape.sizes
     assert math.prod(box.extent) == box.elem_count == 36
+
+
+WRITER = """
+block [i:{n}]:{n} ( // w
+    {dir} T[i] fp32:I(1):(1)
+) {
+    0: $x = (fp32)1.0
+    1: {body}
+}
+"""
+
+
+@pytest.mark.parametrize("n, dir_, body, want", [
+    (8, "out", "T = store($x)", True),            # every element, stored
+    (7, "out", "T = store($x)", False),           # the last element is left
+    (8, "out T[i]:add", None, False),             # an aggregating store reads the old value
+    (8, "inout", "T = store($x)", False),         # a view that may read
+])
+def test_writes_every_element(n, dir_, body, want):
+    from stripe.irparser import parse_ir
+    text = WRITER.replace("{n}", str(n))
+    if body is None:  # the aggregation sits on the view
+        text = text.replace("{dir} T[i]", dir_).replace("{body}", "T = store($x)")
+    else:
+        text = text.replace("{dir}", dir_).replace("{body}", body)
+    block = parse_ir(text)
+    assert poly.writes_every_element(block, "T", (8,)) is want
