@@ -74,7 +74,7 @@ import yaml
 
 from stripe import tags
 from stripe.affine import Affine
-from stripe.ir import Block, Index, RefDir, Refinement
+from stripe.ir import Block, Index, RefDir, Refinement, Statement
 
 from .autotile import apply_tile
 from .cleanup import substitute_indexes
@@ -242,29 +242,30 @@ def _stencil_children(parent: Block, site: Site, stencils: Sequence[Stencil],
                       options: Options) -> Block:
     """``parent`` with each selected leaf child replaced by its stencilled pieces."""
     ancestors = site.ancestors + (parent,)
-    stmts: list = []
+    stmts: list[Statement] = []
     changed = False
     for s in parent.stmts:
         if (isinstance(s, Block) and options.matches(s) and not s.sub_blocks
                 and STENCIL not in s.tags):
-            pieces, _ = _pieces(s, stencils, options, ancestors, frozenset())
-            stmts += pieces
-            changed = changed or pieces != [s]
-        else:
-            stmts.append(s)
+            plan, _ = _plan_pieces(s, stencils, options, frozenset())
+            if plan:
+                stmts += [apply_match(b, m, options, ancestors=ancestors) for b, m in plan]
+                changed = True
+                continue
+        stmts.append(s)
     return parent.replace(stmts=tuple(stmts)) if changed else parent
 
 
-def _pieces(block: Block, stencils: Sequence[Stencil], options: Options,
-            ancestors: Sequence[Block], done: frozenset[str]) -> tuple[list[Block], float]:
-    """``block`` stencilled, as one block or as its full tiles followed by its tail's pieces
-    (see ``Options.split_tails``; not again on the indexes in ``done``), whichever costs
-    less; and that cost (points times the match's cost per point)."""
+def _plan_pieces(block: Block, stencils: Sequence[Stencil], options: Options,
+                 done: frozenset[str]) -> tuple[list[tuple[Block, Match]], float]:
+    """How to stencil ``block``: as one block, or as its full tiles followed by its tail's
+    pieces (see ``Options.split_tails``; not again on the indexes in ``done``), whichever
+    costs less; as (piece, match) pairs, and their cost (points times the match's cost per
+    point). No pairs when nothing matches."""
     match = best_match(block, stencils, allow_pad=options.allow_pad)
     if match is None:
-        return [block], math.inf
-    whole = match.cost * block.range_product
-    best = ([apply_match(block, match, options, ancestors=ancestors)], whole)
+        return [], math.inf
+    best = ([(block, match)], match.cost * block.range_product)
     for slot, name, size in match.slots:
         rng = block.idx(name).range
         if (slot not in options.split_tails or name in done or size <= 0 or rng <= size
@@ -278,14 +279,15 @@ def _pieces(block: Block, stencils: Sequence[Stencil], options: Options,
         if head_match is None:
             continue
         tail = substitute_indexes(block, {name: Affine.of(name) + full}).replace(
-            name=f"{block.name}_{name}_tail",
+            name=f"{block.name}_{name}_tail" if block.name else f"{name}_tail",
             idxs=tuple(Index(i.name, rng - full, i.affine, i.tags) if i.name == name else i
                        for i in block.idxs))
-        tail_pieces, tail_cost = _pieces(tail, stencils, options, ancestors, done | {name})
+        tail_plan, tail_cost = _plan_pieces(tail, stencils, options, done | {name})
+        if not tail_plan:
+            continue
         cost = head_match.cost * head.range_product + tail_cost
         if cost < best[1] * (1 - 1e-6):  # not for rounding noise
-            best = ([apply_match(head, head_match, options, ancestors=ancestors)]
-                    + tail_pieces, cost)
+            best = ([(head, head_match)] + tail_plan, cost)
     return best
 
 
