@@ -204,7 +204,7 @@ def overwritten_first(block: Block, r: Refinement) -> bool:
         if poly.writes_every_element(s, v.into, r.shape.sizes):
             return True
         whole = all(a.is_zero for a in v.access) and v.shape.sizes == r.shape.sizes
-        return whole and not s.idxs and overwritten_first(s, v)
+        return whole and not s.idxs and not s.constraints and overwritten_first(s, v)
     return False
 
 

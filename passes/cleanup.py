@@ -54,6 +54,7 @@ from stripe.ir import (
     Intrinsic,
     Load,
     LoadIndex,
+    Location,
     RefDir,
     Refinement,
     Special,
@@ -237,14 +238,18 @@ def _index_uses(block: Block) -> set[str]:
 
 def substitute_indexes(block: Block, values: Mapping[str, Affine]) -> Block:
     """Replace index names by affines everywhere ``block``'s own index names appear (its
-    constraints, views, index loads and its children's passed-in affines); constraints
-    that become always true are dropped."""
+    constraints, views and their banks, its own bank, index loads and its children's
+    passed-in affines); constraints that become always true are dropped."""
+    def at(loc: Location) -> Location:
+        return loc if loc.bank.is_const else Location(loc.name, loc.bank.substitute(values))
+
     cons = []
     for c in block.constraints:
         c = c.substitute(values)
         if not (c.is_const and c.const >= 0):
             cons.append(c)
-    refs = tuple(with_field(r, access=tuple(a.substitute(values) for a in r.access))
+    refs = tuple(with_field(r, access=tuple(a.substitute(values) for a in r.access),
+                            location=at(r.location))
                  for r in block.refs)
     stmts: list[Statement] = []
     for s in block.stmts:
@@ -254,7 +259,8 @@ def substitute_indexes(block: Block, values: Mapping[str, Affine]) -> Block:
             s = s.replace(idxs=tuple(with_field(i, affine=i.affine.substitute(values))
                                      for i in s.idxs))
         stmts.append(s)
-    return block.replace(constraints=tuple(cons), refs=refs, stmts=tuple(stmts))
+    return block.replace(constraints=tuple(cons), refs=refs, stmts=tuple(stmts),
+                         location=at(block.location))
 
 
 # dead blocks and scalars ---------------------------------------------------------------------

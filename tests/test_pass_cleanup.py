@@ -396,3 +396,29 @@ def test_cond_folds_on_the_converted_condition():
             4: O = store($pick)
         }""")
     assert_rewrites(before, expected)
+
+
+def test_substitute_indexes_reaches_banks_and_passed_in_affines():
+    from stripe.irparser import parse_ir
+    from stripe.affine import Affine
+    from stripe.passes.cleanup import substitute_indexes
+
+    block = parse_ir("""
+block [x:4]:4 ( // b
+    1 - x >= 0
+    in X<SRAM[x]>[x] fp32:I(1):(1)
+) {
+    0: $i = index(x)
+    1: block [y = x:1]:1 ( // c
+        in X[0] fp32:I(1):(1)
+    ) {
+        0: $x = load(X)
+    }
+}
+""")
+    out = substitute_indexes(block, {"x": Affine.of("x") + 1})
+    [r] = out.refs
+    assert str(r.access[0]) == "1 + x" and str(r.location.bank) == "1 + x"
+    assert [str(c) for c in out.constraints] == ["-x"]
+    assert str(out.stmts[0].from_) == "1 + x"
+    assert str(out.stmts[1].idxs[0].affine) == "1 + x"
