@@ -31,6 +31,7 @@ import time
 
 import numpy as np
 
+from benchmarks.timing import warm
 from benchmarks.workloads import Workload, by_name
 
 REPLY_MARK = "@@stripe-peer@@ "
@@ -486,10 +487,7 @@ def serve(peer: str) -> int:
             if req.get("warm", True):
                 # untimed calls for at least warm_s seconds (at least one), as run.py warms
                 # its own systems after a pause
-                t_end = time.perf_counter() + float(req.get("warm_s", 0.0))
-                run()
-                while time.perf_counter() < t_end:
-                    run()
+                warm(run, float(req.get("warm_s", 0.0)))
             samples = []
             c0 = time.process_time()            # CPU time of every thread of this process
             for _ in range(int(req["n"])):

@@ -46,6 +46,7 @@ if __package__ in (None, ""):            # `python benchmarks/run.py`
     __package__ = "benchmarks"
 
 from benchmarks import peers as _peers  # noqa: E402
+from benchmarks.timing import warm  # noqa: E402
 from benchmarks.workloads import QUICK, Workload, all_workloads, by_name  # noqa: E402
 
 PEAK_PER_CORE = 97.0  # GFLOP/s float32 FMA peak per core, measured in issue 6 (Zen 3 class)
@@ -197,7 +198,7 @@ def worker_run(args: argparse.Namespace) -> dict:
                     # next system waits until they are idle, then runs once untimed
                     # (after the pause its caches and clocks are cold).
                     _pause(settle, servers)
-                    _warm(fns[s], args.warm_s)
+                    warm(fns[s], args.warm_s)
                 last = s
                 t0 = time.perf_counter()
                 fns[s]()
@@ -265,15 +266,6 @@ def _pause(settle: float, servers: dict | None = None, max_extra: float = 1.0) -
     _QUIET_WAITS.append(time.perf_counter() - start)
 
 
-def _warm(fn, seconds: float) -> None:
-    """Call ``fn`` untimed at least once and until ``seconds`` have passed: after a pause,
-    on a shared VM, a multi-threaded program runs up to 3x slower for several calls."""
-    t_end = time.perf_counter() + seconds
-    fn()
-    while time.perf_counter() < t_end:
-        fn()
-
-
 def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry: dict,
                      servers: dict, peers_out: dict, repeats: int, args: argparse.Namespace,
                      threads: int) -> None:
@@ -305,7 +297,7 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
     cpu_s: dict[str, float] = {s: 0.0 for s in list(solo) + list(peer_samples)}
 
     def stripe_batch(s: str) -> None:
-        _warm(fns[s], args.warm_s)  # untimed, as a peer's batch starts ("warm")
+        warm(fns[s], args.warm_s)  # untimed, as a peer's batch starts ("warm")
         c0 = time.process_time()
         for _ in range(per):
             t0 = time.perf_counter()
