@@ -483,6 +483,14 @@ CASES = [  # (op, tile sizes or None, pass options)
     ("conv2d", {"x": 4, "y": 5}, {}),
     ("conv1d_same", {"x": 8}, {"reqs": ("inner",)}),
     ("depthwise_conv2d", {"x": 4, "y": 4}, {"min_interior_fraction": 0.0}),
+    # rebase: the pieces' cut indexes count from 0, their offsets moved into the accesses
+    # (and, for the tiled programs, into the inner blocks' passed-in affines)
+    ("conv2d", None, {"reqs": ("contraction",), "rebase": True}),
+    ("conv2d_stride2", None, {"reqs": ("contraction",), "rebase": True}),
+    ("conv1d_transpose_stride2", None, {"reqs": ("contraction",), "rebase": True}),
+    ("depthwise_conv2d", None, {"reqs": ("contraction",), "rebase": True}),
+    ("matmul", {"m": 4, "n": 3}, {"rebase": True}),
+    ("conv2d", {"x": 4, "y": 5}, {"rebase": True}),
 ]
 
 
@@ -506,11 +514,14 @@ def test_catalogue_programs_keep_their_results(name: str, sizes: Mapping[str, in
     assert_same_results(before, after, random_inputs(OPS_BY_NAME[name]))
 
 
-@pytest.mark.parametrize("name, sizes", [("conv2d", None), ("matmul", {"m": 4, "n": 3})])
-def test_c_back_end_matches_the_interpreter(name: str,
-                                            sizes: Mapping[str, int] | None) -> None:
+@pytest.mark.parametrize("name, sizes, rebase", [("conv2d", None, False),
+                                                 ("matmul", {"m": 4, "n": 3}, False),
+                                                 ("conv2d", None, True),
+                                                 ("conv2d", {"x": 4, "y": 5}, True)])
+def test_c_back_end_matches_the_interpreter(name: str, sizes: Mapping[str, int] | None,
+                                            rebase: bool) -> None:
     before = case_program(name, sizes)
-    after = boundary.run(before, boundary.Options(reqs=("contraction",)))
+    after = boundary.run(before, boundary.Options(reqs=("contraction",), rebase=rebase))
     inputs = random_inputs(OPS_BY_NAME[name])
     want, got = interpret(before, inputs), compile_program(after)(**inputs)
     for out in want:
