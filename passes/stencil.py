@@ -224,6 +224,11 @@ class Options(Selection):
         super().__post_init__()
         for text in self.stencils:
             parse_stencil(text)
+        slots = sorted({i.name for t in self.stencils for i in parse_stencil(t).idxs})
+        unknown = [n for n in self.split_tails if n not in slots]
+        if unknown:
+            raise ValueError(f"split_tails names no slot of the stencils: {unknown}; "
+                             f"valid: {slots}")
 
 
 def run(block: Block, options: Options) -> Block:

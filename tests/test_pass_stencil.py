@@ -454,3 +454,9 @@ def test_split_tails_compiled_c_matches_numpy(h: int, w: int) -> None:
             want += np.einsum("nxyc,co->nxyo", i[:, di:di + h - 2, dj:dj + w - 2], f[di, dj])
     got = compile_program(after)(I=i, F=f)["O"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_split_tails_must_name_slots() -> None:
+    with pytest.raises(ValueError, match=r"split_tails names no slot of the stencils: \['q'\]"):
+        Options(stencils=(CONV_6X16,), split_tails=("q",))
+    assert Options(stencils=(CONV_6X16,), split_tails=("m", "k2")).split_tails == ("m", "k2")
