@@ -184,36 +184,23 @@ class _Bounds:
     hi_exprs: tuple[Affine, ...] = ()  # x <= e for each e
 
 
-def overwritten_first(block: Block, r: Refinement) -> bool:
-    """Is every element of buffer ``r`` (declared or viewed whole by ``block``) stored into
-    before anything reads it? Then it need not be zeroed. The first statement of ``block``
-    that touches it must view it whole and either store into all of it and touch it no other
-    way (``poly.writes_every_element``) or, a block viewing it whole again (``main``), pass
-    the same test inside."""
-    for s in block.stmts:
+def overwritten_first(root: Block, r: Refinement) -> bool:
+    """Is every element of the program's buffer ``r`` stored into before anything reads it?
+    Then it need not be zeroed: the first statement of the block that views it whole
+    (``main``) to touch it stores into all of it (``poly.overwritten_by_first_use``)."""
+    for s in root.stmts:
         if not isinstance(s, Block):
-            if r.into in _names_used(s):
+            if isinstance(s, (Load, Store, Special)) and r.into in (
+                    (s.from_, s.into) if isinstance(s, (Load, Store)) else s.inputs + s.outputs):
                 return False
             continue
-        views = [v for v in s.refs if v.from_ == r.into]
-        if not views:
+        if not any(v.from_ == r.into for v in s.refs):
             continue
-        if len(views) > 1 or views[0].dtype is not r.dtype:
-            return False
-        v = views[0]
-        if poly.writes_every_element(s, v.into, r.shape.sizes):
-            return True
-        whole = all(a.is_zero for a in v.access) and v.shape.sizes == r.shape.sizes
-        return whole and not s.idxs and not s.constraints and overwritten_first(s, v)
+        [v, *more] = [v for v in s.refs if v.from_ == r.into]
+        whole = (not more and not s.idxs and not s.constraints and v.dtype is r.dtype
+                 and all(a.is_zero for a in v.access) and v.shape.sizes == r.shape.sizes)
+        return whole and poly.overwritten_by_first_use(s, v.into, r.shape.sizes)
     return False
-
-
-def _names_used(s: Statement) -> set[str]:
-    if isinstance(s, (Load, Store)):
-        return {s.from_, s.into}
-    if isinstance(s, Special):
-        return set(s.inputs) | set(s.outputs)
-    return set()
 
 
 @dataclass

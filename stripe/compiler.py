@@ -23,13 +23,12 @@ from stripe.codegen.build import build, cache_dir, missing_cpu_features
 from stripe.codegen.c_emitter import BufferSpec, CProgram, emit_c
 from stripe.codegen.microkernel import AVX2, Vector
 from stripe.passes.manager import run_pipeline
-from stripe.passes.select import statement_uses
 
-from . import tags
+from . import poly, tags
 from .config import load_config
 from .dtypes import DType
 from .errors import StripeError
-from .ir import AggOp, Block, RefDir, Refinement, Store
+from .ir import Block, RefDir
 from .printer import print_ir
 from .tile import lower
 from .verify import verify as verify_ir
@@ -279,11 +278,9 @@ def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None
 def overwritten_outputs(program: Block) -> frozenset[str]:
     """The outputs of ``program`` whose every element is stored, by assignment, before
     anything reads it or aggregates into it: the first statement of the main block that
-    touches the output is a leaf block without constraints whose only view of it is ``out``
-    with ``assign``, walking the whole buffer one element per point (each dimension one
-    index of the buffer's size, no two dimensions the same index), with a store into it.
-    That is the lowering's initialisation kernel of a contraction, and an elementwise
-    kernel. Passes preserve the program's meaning, so an output the lowered program
+    touches the output is a block that stores into all of it and reads none of it
+    (``poly.overwritten_by_first_use``, exact). That is the lowering's initialisation
+    kernel of a contraction, and an elementwise kernel. Passes preserve the program's meaning, so an output the lowered program
     overwrites does not depend on its initial contents after them either (the tests run
     every config with such outputs filled with 0xFF bytes: NaN, -1)."""
     mains = [b for b in program.sub_blocks if tags.MAIN in b.tags]
@@ -297,35 +294,9 @@ def overwritten_outputs(program: Block) -> frozenset[str]:
         name = decl.into
         if not main.has_ref(name) or not all(a.is_zero for a in main.ref(name).access):
             continue
-        for s in main.stmts:
-            if name not in statement_uses(s):
-                continue
-            if isinstance(s, Block):
-                users = [r for r in s.refs if r.from_ == name]
-                if len(users) == 1 and _writes_all(s, users[0], decl):
-                    found.add(name)
-            break
+        if poly.overwritten_by_first_use(main, name, decl.shape.sizes):
+            found.add(name)
     return frozenset(found)
-
-
-def _writes_all(b: Block, r: Refinement, decl: Refinement) -> bool:
-    if (b.sub_blocks or b.constraints or r.dir is not RefDir.OUT
-            or r.agg_op is not AggOp.ASSIGN
-            or not any(isinstance(s, Store) and s.into == r.into for s in b.stmts)
-            or any(not isinstance(s, (Block, Store)) and r.into in statement_uses(s)
-                   for s in b.stmts)):
-        return False
-    used = set()
-    for a, size in zip(r.access, decl.shape.sizes):
-        if size == 1 and a.is_zero:
-            continue
-        if len(a.terms) != 1 or a.terms[0][1] != 1 or a.const:
-            return False
-        n = a.terms[0][0]
-        if n in used or not b.has_idx(n) or b.idx(n).is_passed_in or b.idx(n).range != size:
-            return False
-        used.add(n)
-    return True
 
 
 def compile(source: str, inputs: Mapping[str, object], target: str | None = None, *,

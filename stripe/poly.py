@@ -704,13 +704,30 @@ def writes_every_element(block: Block, ref: str, sizes: Sequence[int]) -> bool:
     return bool(image.is_equal(box))
 
 
+def overwritten_by_first_use(block: Block, name: str, sizes: Sequence[int]) -> bool:
+    """Is the first statement of ``block`` that touches its buffer ``name`` (of shape
+    ``sizes``) a child block that stores into every element of it and reads none
+    (:func:`writes_every_element`)? Then nothing can see what the buffer held before."""
+    for s in block.stmts:
+        if isinstance(s, Block):
+            views = [v for v in s.refs if v.from_ == name]
+            if not views:
+                continue
+            return len(views) == 1 and writes_every_element(s, views[0].into, sizes)
+        if isinstance(s, (Load, Store)) and name in (s.from_, s.into):
+            return False
+        if isinstance(s, Special) and name in s.inputs + s.outputs:
+            return False
+    return False
+
+
 __all__ = [
     "AccessMap", "Box", "Domain", "Level", "NestedDomain", "Space", "Touch", "access_map",
     "access_sum", "affine_bounds", "affine_text", "block_domain", "bounds_in",
     "constraint_is_redundant", "dim_bounds", "domain_is_empty", "footprint", "implied_in",
     "implies", "inner_name", "is_empty", "make_set", "nested_domain", "nested_domain_of",
     "outer_name", "sample_point", "scoped_name", "tile_footprint", "touches",
-    "writes_every_element",
+    "overwritten_by_first_use", "writes_every_element",
 ]
 
 
