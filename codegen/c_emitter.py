@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from stripe.ir import (
     Special,
     Statement,
     Store,
+    agg_identity,
 )
 
 from . import microkernel, vmath
@@ -334,6 +335,8 @@ class _Emitter:
         if versioned:  # the kernel ran unless a constraint fails somewhere in the box
             self.open("else")
             opened += 1
+        if any(r.fresh for r in b.refs):
+            self.block(fresh_start(b), outer, path)
         row = (row_accumulator(b, loops, bounds, guards)
                if lanes is None and not threaded and not scope.in_transfer else None)
         acc = None
@@ -702,6 +705,12 @@ class _Emitter:
         for i, row in enumerate(acc):
             for j, name in enumerate(row):
                 off, cv = f"{pc} + {i * scm + j * lanes}", self.fresh("cv")
+                if k.c.fresh:  # the tile starts at 0 here: the sums are the values
+                    if mask is not None and j == vecs - 1:
+                        self.line(f"{store_op}({off}, {mask}, {name});")
+                    else:
+                        self.line(f"memcpy({off}, &{name}, sizeof({vt}));")
+                    continue
                 if mask is not None and j == vecs - 1:
                     self.line(f"{{ {load(cv, off, j)} {cv} += {name}; "
                               f"{store_op}({off}, {mask}, {cv}); }}")
@@ -803,7 +812,8 @@ class _Emitter:
             return f"{acc}[{width} * {i} + {j} - ({first})]"
 
         i, j = rows_cols()
-        self.line(f"{acc_at(i, j)} = {c_at(i, j)};")
+        start = _identity_text(k.c.agg_op, k.dtype) if k.c.fresh else c_at(i, j)
+        self.line(f"{acc_at(i, j)} = {start};")
         self.close(2)
         offs_a, offs_b = self.reduction_loops(k, k_bounds, stride, scope)
         i, j = rows_cols()
@@ -1133,6 +1143,22 @@ def _combine_text(p: str, value: str, agg: AggOp, dtype: DType) -> str:
     op = ">" if agg is AggOp.MAX else "<"
     # a select, not an `if`: gcc turns it into vmaxps/vminps (same NaN rule: keep p)
     return f"{{ const {C_TYPES[dtype]} t_ = {value}; {p} = t_ {op} {p} ? t_ : {p}; }}"
+
+
+def fresh_start(b: Block) -> Block:
+    """The block that starts the fresh views of ``b`` (see ``Refinement.fresh``) for one of
+    its instances: over the same points, each stores the aggregation's identity into the
+    element that the point's own stores combine into. The generic loop nest runs it first;
+    a micro-kernel needs none (it stores its sums)."""
+    refs, stmts = [], []
+    for r in b.refs:
+        if not r.fresh:
+            continue
+        value = f"$start_{len(refs)}"
+        refs.append(replace(r, fresh=False, agg_op=AggOp.ASSIGN))
+        stmts += [Constant(value, agg_identity(r.agg_op, r.dtype), r.dtype),
+                  Store(value, r.into)]
+    return Block(f"{b.name}_fresh", "", b.idxs, b.constraints, tuple(refs), tuple(stmts))
 
 
 def _identity_text(agg: AggOp, dtype: DType) -> str:

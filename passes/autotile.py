@@ -225,6 +225,8 @@ def run(block: Block, options: Options) -> Block:
 
 
 def _autotile(block: Block, site: Site, options: Options) -> Block:
+    if any(r.fresh for r in block.refs):
+        return block  # a fresh view's instance is the whole block (see fold_init)
     best = choose_tile(block, options, ancestors=site.ancestors)
     if best is None or all(t == block.idx(n).range for n, t in best.tile
                            if not block.idx(n).is_passed_in):

@@ -251,7 +251,7 @@ def _stencil_children(parent: Block, site: Site, stencils: Sequence[Stencil],
     changed = False
     for s in parent.stmts:
         if (isinstance(s, Block) and options.matches(s) and not s.sub_blocks
-                and STENCIL not in s.tags):
+                and STENCIL not in s.tags and not any(r.fresh for r in s.refs)):
             plan, _ = _plan_pieces(s, stencils, options, frozenset())
             if plan:
                 stmts += [apply_match(b, m, options, ancestors=ancestors) for b, m in plan]
@@ -297,8 +297,8 @@ def _plan_pieces(block: Block, stencils: Sequence[Stencil], options: Options,
 
 
 def _stencil(block: Block, site: Site, stencils: Sequence[Stencil], options: Options) -> Block:
-    if block.sub_blocks or STENCIL in block.tags:
-        return block
+    if block.sub_blocks or STENCIL in block.tags or any(r.fresh for r in block.refs):
+        return block  # (a fresh view's instance is the whole block: see fold_init)
     match = best_match(block, stencils, allow_pad=options.allow_pad)
     if match is None:
         return block

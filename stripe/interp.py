@@ -58,6 +58,7 @@ from .ir import (
     LoadIndex,
     Refinement,
     Special,
+    agg_identity,
     Statement,
     Store,
     TensorShape,
@@ -230,6 +231,9 @@ class _Batch:
     idx: dict[str, Array]
     refs: dict[str, _Ref]
     scalars: dict[str, Array] = field(default_factory=dict)
+    # per fresh refinement, the instance (parent point) that first stored into each element
+    # of its memory (-1: none yet); shared by the chunks of one run of the block
+    fresh: dict[str, Array] = field(default_factory=dict)
 
 
 _ROOT_PARENT = _Batch(path="", size=1, idx={}, refs={})
@@ -237,7 +241,9 @@ _ROOT_PARENT = _Batch(path="", size=1, idx={}, refs={})
 
 def _run_block(block: Block, parent: _Batch, path: str,
                bound: Mapping[str, Array] | None = None) -> None:
+    fresh: dict[str, Array] = {}
     for batch in _expand(block, parent, path, bound or {}):
+        batch.fresh = fresh
         for stmt in block.stmts:
             _execute(stmt, batch)
 
@@ -488,10 +494,33 @@ def _store(s: Store, batch: _Batch) -> None:
     _writable(ref, batch, what)
     _check_element0(ref, batch, what)
     value = _scalar(batch, s.from_, what).astype(ref.dtype)  # C assignment conversion
+    if ref.decl.fresh:
+        _fresh_start(ref, batch, what)
     if ref.decl.agg_op is AggOp.ASSIGN:
         ref.memory[ref.addr] = value
     else:  # ufunc.at combines repeated addresses one by one, in point order
         _COMBINE[ref.decl.agg_op].at(ref.memory, ref.addr, value)
+
+
+def _fresh_start(ref: _Ref, batch: _Batch, what: str) -> None:
+    """A store into a fresh view: the elements that no point of this instance of the block
+    (its parent point) has stored into yet start at the aggregation's identity. An element
+    that another instance already stored into makes the program invalid."""
+    owner = batch.fresh.get(ref.name)
+    if owner is None:
+        owner = batch.fresh[ref.name] = np.full(ref.memory.size, -1, dtype=np.int64)
+    assert ref.parent_of is not None  # the verifier admits only views
+    inst = np.broadcast_to(ref.parent_of, ref.addr.shape)
+    new = owner[ref.addr] < 0
+    owner[ref.addr[new]] = inst[new]
+    clash = np.flatnonzero(owner[ref.addr] != inst)
+    if clash.size:
+        coord = ref.coord[:, clash[0]]
+        raise InterpreterError(
+            f"{what}: element {tuple(int(c) for c in coord)} of {ref.root} is stored into "
+            f"by two instances of the block, through fresh refinement '{ref.name}'",
+            batch.path)
+    ref.memory[ref.addr[new]] = agg_identity(ref.decl.agg_op, ref.decl.dtype)
 
 
 def _load_index(s: LoadIndex, batch: _Batch) -> None:

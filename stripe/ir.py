@@ -73,6 +73,24 @@ class AggOp(enum.Enum):
     MIN = "min"
 
 
+def agg_identity(agg: AggOp, dtype: DType) -> int | float | bool:
+    """The value an aggregation starts from: 0 (add), 1 (mul), the lowest value of the
+    dtype (max), the highest (min); for a bool, False and True."""
+    import numpy as np
+
+    if agg is AggOp.ADD or agg is AggOp.ASSIGN:
+        return False if dtype is DType.BOOL else (0.0 if dtype.is_float else 0)
+    if agg is AggOp.MUL:
+        return True if dtype is DType.BOOL else (1.0 if dtype.is_float else 1)
+    high = agg is AggOp.MIN
+    if dtype is DType.BOOL:
+        return high
+    if dtype.is_float:
+        return float("inf") if high else float("-inf")
+    info = np.iinfo(dtype.np)
+    return int(info.max if high else info.min)
+
+
 @dataclass(frozen=True)
 class Index:
     """``name`` ranges over ``[0, range)``, offset by ``affine`` of parent indexes if passed in."""
@@ -174,6 +192,11 @@ class Refinement:
     offset: int = 0  # byte address within the location's arena
     is_const: bool = False
     tags: frozenset[str] = frozenset()
+    # Each instance of the block (one run of its loop nest) starts every element it stores
+    # into at the aggregation's identity: the first store replaces what the buffer held.
+    # Written `out fresh O[...]:add`; the verifier admits it only on an aggregating `out`
+    # view that only this block's own stores touch (docs/semantics.md, "Fresh views").
+    fresh: bool = False
 
     @property
     def is_alloc(self) -> bool:
@@ -366,5 +389,6 @@ def with_field(node, **changes):  # type: ignore[no-untyped-def]
 __all__ = [
     "Affine", "AggOp", "Block", "Constant", "DType", "INTRINSICS", "Index", "Intrinsic",
     "Load", "LoadIndex", "Location", "RefDir", "Refinement", "SPECIALS", "Special",
-    "SPECIAL_ARITY", "Statement", "Store", "TensorDim", "TensorShape", "tags", "with_field",
+    "SPECIAL_ARITY", "Statement", "Store", "TensorDim", "TensorShape", "agg_identity", "tags",
+    "with_field",
 ]

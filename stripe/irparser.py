@@ -13,7 +13,7 @@ Grammar (tokens are separated by any whitespace; ``//`` comments run to the end 
                   '{' statement* '}'
     index      := tag* name (':' int | '=' affine ':' int)
     constraint := affine '>=' '0'
-    refinement := tag* dir 'const'? 'new'? name ('=' name)? location? ('@' int)?
+    refinement := tag* dir 'const'? 'fresh'? 'new'? name ('=' name)? location? ('@' int)?
                   '[' (affine (',' affine)*)? ']' (':' aggop)? shape
     shape      := dtype ':' 'I' ints ':' ints (':' int NAME)?
     location   := '<' name? ('[' affine ']')? '>'
@@ -315,6 +315,7 @@ class Parser:
             self.fail("expected a refinement direction (none, in, out, inout)")
         direction = _DIRS[self.advance().text]
         is_const = self.accept("const")
+        fresh = self.accept("fresh")
         into, from_ = self.ref_names(self.accept("new"))
         location = self.location()
         offset = self.int_("a byte offset") if self.accept("@") else 0
@@ -325,7 +326,7 @@ class Parser:
                 self.fail(f"expected an aggregation op ({', '.join(_AGGS)})")
             agg = _AGGS[self.advance().text]
         return Refinement(direction, from_, into, access, self.shape(), agg, location, offset,
-                          is_const, tags)
+                          is_const, tags, fresh)
 
     def affine_list(self) -> tuple[Affine, ...]:
         self.expect("[", "to open the access list")

@@ -647,19 +647,22 @@ def tile_footprint(block: Block, ref: str, tile: Mapping[str, int], *,
 def _stores_only(block: Block, ref: str, path: tuple[Block, ...],
                  chain: tuple[Refinement, ...], out: list[Touch]) -> bool:
     """Collect the stores into ``ref`` of ``block`` and below (through views); False when
-    something else touches it: a load, a special, an aggregating store or a view that reads."""
+    something else touches it: a load, a special, a view that reads or an aggregating store
+    (one into a fresh view overwrites: its instance starts the element at the identity)."""
     for s in block.stmts:
         if isinstance(s, Load) and s.from_ == ref:
             return False
         if isinstance(s, Special) and ref in s.inputs + s.outputs:
             return False
         if isinstance(s, Store) and s.into == ref:
+            if chain[-1].agg_op is not AggOp.ASSIGN and not chain[-1].fresh:
+                return False
             out.append(Touch(path, chain, (1,) * chain[-1].shape.rank))
         elif isinstance(s, Block):
             for view in s.refs:
                 if view.from_ != ref:
                     continue
-                if view.dir.reads or not view.dir.writes or view.agg_op is not AggOp.ASSIGN:
+                if view.dir.reads or not view.dir.writes:
                     return False
                 if not _stores_only(s, view.into, path + (s,), chain + (view,), out):
                     return False
@@ -669,14 +672,15 @@ def _stores_only(block: Block, ref: str, path: tuple[Block, ...],
 def writes_every_element(block: Block, ref: str, sizes: Sequence[int]) -> bool:
     """True when ``block`` (its points and its descendants', through views) stores into
     every element of the buffer of shape ``sizes`` that its refinement ``ref`` views (the
-    box ``[0, sizes)``, in the coordinates ``ref``'s access is in), only stores (plain, not
-    aggregating) and never reads it: what the buffer held before is never seen.
+    box ``[0, sizes)``, in the coordinates ``ref``'s access is in), only stores (plain, or
+    aggregating into fresh views) and never reads it: what the buffer held before is never
+    seen.
 
     Exact (isl: the union of the stores' images is the whole box), for a block whose
     indexes depend on no parent value; otherwise False.
     """
     r = block.ref(ref)
-    if r.agg_op is not AggOp.ASSIGN or r.dir.reads:
+    if r.dir.reads:
         return False
     found: list[Touch] = []
     if not _stores_only(block, ref, (block,), (r,), found) or not found:

@@ -60,7 +60,7 @@ INDENT = "    "
 # Words that the parser reads as keywords where a name could also stand: names equal to one of
 # them are quoted.
 KEYWORDS = frozenset({
-    "block", "const", "new", "load", "store", "index", "none", "in", "out", "inout",
+    "block", "const", "fresh", "new", "load", "store", "index", "none", "in", "out", "inout",
 })
 NAME_RE = re.compile(r"\$?[A-Za-z_][A-Za-z0-9_]*")
 TAG_RE = re.compile(r"[A-Za-z0-9_.=:/+\-]+")
@@ -167,10 +167,12 @@ def fmt_index(idx: Index) -> str:
 
 
 def fmt_refinement(ref: Refinement) -> str:
-    """``#tags dir [const] [new] into[ = from]<loc>@offset[access][:agg] shape``."""
+    """``#tags dir [const] [fresh] [new] into[ = from]<loc>@offset[access][:agg] shape``."""
     words = [fmt_tags(ref.tags) + ref.dir.value]
     if ref.is_const:
         words.append("const")
+    if ref.fresh:
+        words.append("fresh")
     if ref.is_alloc:
         words.append("new")
     name = fmt_name(ref.into)

@@ -46,12 +46,14 @@ from .ir import (
     INTRINSICS,
     SPECIAL_ARITY,
     SPECIALS,
+    AggOp,
     Block,
     Constant,
     Intrinsic,
     Load,
     LoadIndex,
     Refinement,
+    RefDir,
     Special,
     Statement,
     Store,
@@ -145,6 +147,21 @@ def _ref_problems(block: Block, parent: _Parent | None) -> Iterator[str]:
         yield from _shape_problems(block, r)
         if not r.is_alloc and parent is not None:
             yield from _view_problems(r, parents[r.from_])
+        if r.fresh:
+            yield from _fresh_problems(block, r)
+
+
+def _fresh_problems(block: Block, r: Refinement) -> Iterator[str]:
+    """A fresh view (see ``Refinement.fresh``) is an aggregating ``out`` view that only the
+    block's own stores touch: a child block or a special would see or split its instances."""
+    what = f"fresh refinement '{r.into}'"
+    if r.is_alloc or r.dir is not RefDir.OUT or r.agg_op is AggOp.ASSIGN:
+        yield f"{what} must be an aggregating 'out' view (out fresh {r.into}[...]:add)"
+    for s in block.stmts:
+        if isinstance(s, Block) and any(v.from_ == r.into for v in s.refs if not v.is_alloc):
+            yield f"{what} is viewed by child block '{s.name}'; only this block's stores may touch it"
+        elif isinstance(s, Special) and r.into in s.inputs + s.outputs:
+            yield f"{what} is used by special '{s.name}'; only stores may touch it"
 
 
 def _shape_problems(block: Block, r: Refinement) -> Iterator[str]:

@@ -1,0 +1,254 @@
+"""fold_init and fresh views: before/after IR, refusals, the interpreter's and the C back
+end's fresh semantics, and cpu_avx2 programs against numpy at odd sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from passcheck import run_and_check
+
+import stripe
+from stripe import interpret, lower, parse_ir, print_ir, verify
+from stripe.compiler import compile_program
+from stripe.errors import InterpreterError, VerifyError
+from stripe.ir import Block
+from stripe.passes import autotile, fold_init
+
+MATMUL = "function (A[M, K], B[K, N]) -> (O) { O[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+MAXPOOL = "function (I[N]) -> (O) { O[i : (N + 1) / 2] = >(I[2 * i + j]), j < 2; }"
+CONV = """function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) {
+    O[n, x, y, co : N, X, Y, CO] = +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]);
+}"""
+DEPTHWISE = """function (I[N, X, Y, C], F[KX, KY, C]) -> (O) {
+    O[n, x, y, c : N, X, Y, C] = +(I[n, x + i - 1, y + j - 1, c] * F[i, j, c]);
+}"""
+OPTIONS = fold_init.Options(reqs=("contraction",))
+
+
+def matmul(m: int = 3, k: int = 4, n: int = 5) -> Block:
+    return lower(MATMUL, {"A": ((m, k), "float32"), "B": ((k, n), "float32")})
+
+
+def fresh_views(block: Block) -> list[str]:
+    return [f"{b.name}.{r.into}" for _, b in block.walk() for r in b.refs if r.fresh]
+
+
+def test_flat_contraction_before_after() -> None:
+    before = matmul()
+    assert [s.name for s in before.sub_blocks[0].sub_blocks] == ["kernel_0", "kernel_1"]
+    after = run_and_check(fold_init.run, before, OPTIONS)
+    main = after.sub_blocks[0]
+    assert [s.name for s in main.sub_blocks] == ["kernel_1"]  # the initialisation is gone
+    assert fresh_views(after) == ["kernel_1.O"]
+    assert "out fresh O[m, n]:add fp32:I(1, 1):(5, 1):4 B" in print_ir(after)
+
+
+def test_text_round_trip() -> None:
+    after = fold_init.run(matmul(), OPTIONS)
+    assert parse_ir(print_ir(after)) == after
+
+
+def test_max_aggregation_folds_with_its_identity() -> None:
+    before = lower(MAXPOOL, {"I": ((9,), "float32")})
+    after = run_and_check(fold_init.run, before, OPTIONS)
+    assert fresh_views(after) == ["kernel_1.O"]
+    x = np.random.default_rng(1).standard_normal(9).astype(np.float32) - 10.0  # all < 0
+    got = compile_program(after, [("fold_init", after)])(I=x)["O"]
+    np.testing.assert_array_equal(got, np.maximum(x[0:9:2], np.append(x[1:9:2], -np.inf)))
+
+
+def test_split_reduction_is_refused() -> None:
+    """Tiling k makes each element the sum of several instances of the inner block."""
+    before = matmul(6, 8, 4)
+    main = before.sub_blocks[0]
+    tiled = autotile.apply_tile(main.sub_blocks[1], {"m": 3, "k": 4}, ancestors=(before, main))
+    program = before.replace(stmts=(main.replace(stmts=(main.stmts[0], tiled)),))
+    verify(program)
+    assert fold_init.run(program, OPTIONS) is program
+
+
+def test_whole_reduction_tiles_fold() -> None:
+    """Tiling only m and n: every element still belongs to one instance of the inner block."""
+    before = matmul(7, 5, 9)
+    main = before.sub_blocks[0]
+    tiled = autotile.apply_tile(main.sub_blocks[1], {"m": 3, "n": 4}, ancestors=(before, main))
+    program = before.replace(stmts=(main.replace(stmts=(main.stmts[0], tiled)),))
+    after = run_and_check(fold_init.run, program, OPTIONS)
+    assert fresh_views(after) == ["kernel_1_inner.O"]
+    assert len(after.sub_blocks[0].sub_blocks) == 1
+
+
+def replace_init(program: Block, text_from: str, text_to: str) -> Block:
+    text = print_ir(program)
+    assert text_from in text
+    return parse_ir(text.replace(text_from, text_to))
+
+
+def test_wrong_constant_is_refused() -> None:
+    program = replace_init(matmul(), "$identity = (fp32)0.0", "$identity = (fp32)1.0")
+    assert fold_init.run(program, OPTIONS) is program
+
+
+def test_partial_initialisation_is_refused() -> None:
+    program = replace_init(matmul(), "block [i1:3, i2:5]:15", "block [i1:2, i2:5]:10")
+    assert fold_init.run(program, OPTIONS) is program
+
+
+READ_BETWEEN = """#program
+block []:1 ( // prog
+    #user in new A[0] fp32:I(4):(1):16 B
+    #user out new O[0] fp32:I(2):(1):8 B
+    #user out new P[0] fp32:I(2):(1):8 B
+) {
+    0: #main
+    block []:1 ( // main
+        in A[0] fp32:I(4):(1):16 B
+        out O[0] fp32:I(2):(1):8 B
+        out P[0] fp32:I(2):(1):8 B
+    ) {
+        0: block [i:2]:2 ( // init
+            out O[i] fp32:I(1):(1):4 B
+        ) {
+            0: $zero = (fp32)0.0
+            1: O = store($zero)
+        }
+        1: #peek
+        block [i:2]:2 ( // peek
+            in O[i] fp32:I(1):(1):4 B
+            out P[i] fp32:I(1):(1):4 B
+        ) {
+            0: $x = load(O)
+            1: P = store($x)
+        }
+        2: #contraction
+        block [i:2, j:2]:4 ( // sums
+            in A[2*i + j] fp32:I(1):(1):4 B
+            out O[i]:add fp32:I(1):(1):4 B
+        ) {
+            0: $a = load(A)
+            1: O = store($a)
+        }
+    }
+}
+"""
+
+
+def test_a_read_between_is_refused() -> None:
+    """A block that reads O between the initialisation and the contraction sees the zeros."""
+    program = parse_ir(READ_BETWEEN)
+    verify(program)
+    assert fold_init.run(program, OPTIONS) is program
+    without = parse_ir(READ_BETWEEN.replace("1: #peek", "1: #peek #contraction"))
+    assert fold_init.run(without, OPTIONS) is without  # peek reads: not a consumer either
+    moved = READ_BETWEEN.split("        1: #peek")[0] + "        2: #contraction" + \
+        READ_BETWEEN.split("        2: #contraction")[1]
+    program = parse_ir(moved)
+    after = run_and_check(fold_init.run, program, OPTIONS)
+    assert fresh_views(after) == ["sums.O"]
+
+
+def test_unselected_contraction_is_left_alone() -> None:
+    program = matmul()
+    assert fold_init.run(program, fold_init.Options(reqs=("nothing_has_this",))) is program
+
+
+# the semantics of fresh views ----------------------------------------------------------------
+
+STALE = """#program
+block []:1 ( // prog
+    #user in new A[0] fp32:I(6):(1):24 B
+    #user out new O[0] fp32:I(3):(1):12 B
+) {
+    0: #main
+    block []:1 ( // main
+        in A[0] fp32:I(6):(1):24 B
+        out O[0] fp32:I(3):(1):12 B
+    ) {
+        0: block [i:3]:3 ( // stale
+            out O[i] fp32:I(1):(1):4 B
+        ) {
+            0: $five = (fp32)5.0
+            1: O = store($five)
+        }
+        1: block [s:WHOLE]:1 ( // sums
+            in A[0] fp32:I(6):(1):24 B
+            out O[0] fp32:I(3):(1):12 B
+        ) {
+            0: block [i:3, j:2]:6 ( // leaf
+                in A[2*i + j] fp32:I(1):(1):4 B
+                out fresh O[I_ACCESS]:add fp32:I(1):(1):4 B
+            ) {
+                0: $a = load(A)
+                1: O = store($a)
+            }
+        }
+    }
+}
+"""
+
+
+def stale(whole: int = 1, access: str = "i") -> Block:
+    text = STALE.replace("WHOLE", str(whole)).replace("I_ACCESS", access)
+    program = parse_ir(text)
+    verify(program)
+    return program
+
+
+def test_fresh_view_ignores_what_the_buffer_held() -> None:
+    """The leaf's one instance starts its elements at 0: the stale 5s are not seen, by the
+    interpreter nor by the C back end (the generic loop nest starts them first)."""
+    program = stale()
+    a = np.arange(6, dtype=np.float32)
+    want = a[0::2] + a[1::2]
+    np.testing.assert_array_equal(interpret(program, {"A": a})["O"], want)
+    prog = compile_program(program, [("hand", program)])
+    assert "leaf_fresh" in prog.c_source
+    np.testing.assert_array_equal(prog(A=a)["O"], want)
+
+
+def test_two_instances_storing_one_element_is_an_error() -> None:
+    """Two instances of the leaf (the parent runs twice) store into the same elements."""
+    program = stale(whole=2, access="i")
+    with pytest.raises(InterpreterError, match=r"two instances.*fresh refinement 'O'") as e:
+        interpret(program, {"A": np.zeros(6, np.float32)})
+    assert "main/sums/leaf" in str(e.value)
+
+
+def test_verifier_refuses_a_fresh_view_that_does_not_aggregate() -> None:
+    text = STALE.replace("WHOLE", "1").replace("out fresh O[I_ACCESS]:add fp32", "out fresh O[i] fp32")
+    with pytest.raises(VerifyError, match="must be an aggregating 'out' view"):
+        verify(parse_ir(text))
+
+
+def test_verifier_refuses_a_fresh_input() -> None:
+    text = STALE.replace("WHOLE", "1").replace("I_ACCESS", "i").replace(
+        "in A[2*i + j] fp32", "in fresh A[2*i + j] fp32")
+    with pytest.raises(VerifyError, match="must be an aggregating 'out' view"):
+        verify(parse_ir(text))
+
+
+def test_verifier_refuses_a_fresh_view_seen_by_a_child() -> None:
+    text = STALE.replace("WHOLE", "1").replace("I_ACCESS", "i").replace(
+        "            out O[0] fp32:I(3):(1):12 B\n        ) {\n            0: block [i:3, j:2]",
+        "            out fresh O[0]:add fp32:I(3):(1):12 B\n        ) {\n            0: block [i:3, j:2]")
+    text = text.replace("out fresh O[i]:add fp32:I(1)", "out O[i]:add fp32:I(1)")
+    with pytest.raises(VerifyError, match="viewed by child block 'leaf'"):
+        verify(parse_ir(text))
+
+
+# whole programs under cpu_avx2 ----------------------------------------------------------------
+
+@pytest.mark.parametrize("source, shapes", [
+    (MATMUL, {"A": (13, 7), "B": (7, 21)}),
+    (CONV, {"I": (1, 9, 11, 5), "F": (3, 3, 5, 19)}),
+    (DEPTHWISE, {"I": (1, 15, 13, 19), "F": (3, 3, 19)}),
+])
+def test_cpu_avx2_folds_and_matches_numpy(source: str, shapes: dict) -> None:
+    rng = np.random.default_rng(3)
+    x = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    prog = stripe.compile(source, x, target="cpu_avx2", check=True)
+    assert fresh_views(prog.ir), "the kernels cover their reductions whole"
+    assert not [b for b in prog.ir.sub_blocks[0].sub_blocks if "init" in b.tags]
+    want = stripe.compile(source, x)(**x)["O"]  # no passes: the lowered program in C
+    np.testing.assert_allclose(prog(**x)["O"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(interpret(prog.ir, x)["O"], want, rtol=1e-5, atol=1e-5)
