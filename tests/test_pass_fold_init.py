@@ -3,6 +3,8 @@ end's fresh semantics, and cpu_avx2 programs against numpy at odd sizes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from passcheck import run_and_check
@@ -252,3 +254,11 @@ def test_cpu_avx2_folds_and_matches_numpy(source: str, shapes: dict) -> None:
     want = stripe.compile(source, x)(**x)["O"]  # no passes: the lowered program in C
     np.testing.assert_allclose(prog(**x)["O"], want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(interpret(prog.ir, x)["O"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_docs_example_is_the_pass_output() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "pass_fold_init.md").read_text()
+    shown = [part.split("```")[0] for part in text.split("```stripe\n")[1:3]]
+    before = matmul()
+    after = fold_init.run(before, OPTIONS)
+    assert shown == [print_ir(before.sub_blocks[0]), print_ir(after.sub_blocks[0])]
