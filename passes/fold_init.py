@@ -34,8 +34,8 @@ Run it after the passes that split blocks (``autotile``, ``stencil``): they woul
 instance smaller than a whole reduction. ``threads`` may follow: it splits output indexes
 only. ``autotile`` and ``stencil`` leave blocks with fresh views alone.
 
-Preconditions: valid IR. Postconditions: valid IR with the same meaning, except that a sum
-of zero may now be ``-0.0`` where it was ``0.0`` (``0.0 + -0.0`` is ``0.0``).
+Preconditions: valid IR. Postconditions: valid IR with the same meaning (bit for bit: a
+fresh element starts at the identity that the initialisation stored).
 
 Tags read: ``reqs``/``exclude`` (the contractions). Tags set: none.
 """
