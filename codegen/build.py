@@ -29,7 +29,9 @@ CDEF = ("void stripe_run(void **args); void stripe_stats(int64_t *out); "
 # -fno-trapping-math and -fno-math-errno change no result (nothing reads FP exception flags
 # or errno) but let gcc if-convert float selections (relu, max) and vectorise sqrt. Views
 # and indexes a block declares but never uses are normal in emitted code: no warnings.
-BASE_FLAGS = ("-O3", "-fno-wrapv", "-ffp-contract=fast", "-fno-trapping-math",
+# -g0: Python's own CFLAGS (which cffi passes first) ask for debug info, which took a third
+# of gcc's time on the larger programs (a 112x112x32 depthwise convolution: 2.0 -> 1.3 s).
+BASE_FLAGS = ("-O3", "-g0", "-fno-wrapv", "-ffp-contract=fast", "-fno-trapping-math",
               "-fno-math-errno", "-std=c11", "-Wno-unused-variable",
               "-Wno-unused-but-set-variable")
 
