@@ -652,6 +652,14 @@ def apply_tile(block: Block, tile: Mapping[str, int], *, ancestors: Sequence[Blo
     parent) make the footprints exact under the enclosing constraints."""
     sizes = _full_tile(block, tile)
     splits = [_Split.of(i, sizes[i.name], flip) for i in block.idxs]
+    for r in block.refs:
+        # A fresh view's instance is one run of the whole block: the tiles may split only
+        # the indexes it is accessed by (each inner instance then owns its elements).
+        cut = [s.idx.name for s in splits if s.outer > 1
+               and not any(s.idx.name in a.vars() for a in r.access)]
+        if r.fresh and cut:
+            raise ValueError(f"tiling {', '.join(cut)} would split the reduction into fresh "
+                             f"view '{r.into}' of block '{block.name}' among several instances")
     passthru = _passthru_names(block, splits)
     values = _inner_values(splits, passthru)
     inner = Block(
@@ -780,13 +788,15 @@ def _relative_view(r: Refinement, splits: Sequence[_Split],
            for s in splits}
     lo = box.lo if isinstance(box, Box) else (0,) * r.shape.rank
     access = tuple(Affine(a.terms).substitute(rel) - k for a, k in zip(r.access, lo))
-    return _view(r, r.into, access, r.shape)
+    return _view(r, r.into, access, r.shape, r.fresh)
 
 
 def _view(r: Refinement, from_: str, access: tuple[Affine, ...],
-          shape: TensorShape) -> Refinement:
+          shape: TensorShape, fresh: bool = False) -> Refinement:
+    """A view like ``r``; only the inner block's view stays fresh (its instances own their
+    elements; the outer block passes the view down to it)."""
     return Refinement(r.dir, from_, r.into, access, shape, r.agg_op, r.location, r.offset,
-                      r.is_const, r.tags)
+                      r.is_const, r.tags, fresh)
 
 
 def _substitute_stmt(s: Statement, values: Mapping[str, Affine]) -> Statement:

@@ -40,7 +40,7 @@ the inner block.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stripe import poly, tags
 from stripe.affine import Affine
@@ -136,8 +136,7 @@ def _with_banks(outer: Block, names: Sequence[str], options: Options) -> Block:
 
 def _banked(r: Refinement, bank: Affine, mem_name: str) -> Refinement:
     loc = Location(mem_name or r.location.name, bank)
-    return Refinement(r.dir, r.from_, r.into, r.access, r.shape, r.agg_op, loc, r.offset,
-                      r.is_const, r.tags)
+    return replace(r, location=loc)
 
 
 # legality ------------------------------------------------------------------------------------

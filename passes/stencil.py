@@ -67,7 +67,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import yaml
@@ -448,8 +448,7 @@ def _tag_inner(inner: Block, match: Match, options: Options) -> Block:
 def _with_tags(r: Refinement, tags: set[str]) -> Refinement:
     if tags <= r.tags:
         return r
-    return Refinement(r.dir, r.from_, r.into, r.access, r.shape, r.agg_op, r.location,
-                      r.offset, r.is_const, r.tags | frozenset(tags))
+    return replace(r, tags=r.tags | frozenset(tags))
 
 
 __all__ = ["Match", "NAME", "Options", "STENCIL", "STENCIL_IDX_PREFIX", "Stencil",

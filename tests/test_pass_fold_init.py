@@ -14,7 +14,7 @@ from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.errors import InterpreterError, VerifyError
 from stripe.ir import Block
-from stripe.passes import autotile, fold_init
+from stripe.passes import autotile, fold_init, threads
 
 MATMUL = "function (A[M, K], B[K, N]) -> (O) { O[m, n : M, N] = +(A[m, k] * B[k, n]); }"
 MAXPOOL = "function (I[N]) -> (O) { O[i : (N + 1) / 2] = >(I[2 * i + j]), j < 2; }"
@@ -262,3 +262,26 @@ def test_docs_example_is_the_pass_output() -> None:
     before = matmul()
     after = fold_init.run(before, OPTIONS)
     assert shown == [print_ir(before.sub_blocks[0]), print_ir(after.sub_blocks[0])]
+
+
+def test_threads_after_fold_init_keeps_the_inner_view_fresh() -> None:
+    """threads splits output indexes only: each thread's share is an instance of the inner
+    block, which keeps the fresh view (the outer block only passes it down). The C code
+    gets the output uninitialised (0xFF bytes: NaN) and must still compute every element."""
+    folded = fold_init.run(matmul(64, 33, 40), OPTIONS)
+    after = run_and_check(threads.run, folded,
+                          threads.Options(reqs=("kernel",), num_threads=2, min_work=1))
+    assert fresh_views(after) == ["kernel_1_inner.O"]
+    x = {"A": np.random.default_rng(5).standard_normal((64, 33)).astype(np.float32),
+         "B": np.random.default_rng(6).standard_normal((33, 40)).astype(np.float32)}
+    prog = compile_program(after, [("threads", after)])
+    prog.fill_byte = 0xFF
+    np.testing.assert_allclose(prog(**x)["O"], x["A"] @ x["B"], rtol=1e-5, atol=1e-5)
+
+
+def test_tiling_a_fresh_blocks_reduction_is_refused() -> None:
+    folded = fold_init.run(matmul(6, 8, 4), OPTIONS)
+    main = folded.sub_blocks[0]
+    with pytest.raises(ValueError, match="would split the reduction into fresh view 'O'"):
+        autotile.apply_tile(main.sub_blocks[0], {"k": 4}, ancestors=(folded, main))
+    assert autotile.run(folded, autotile.Options(reqs=("contraction",))) is folded
