@@ -191,8 +191,10 @@ class _Candidate:
 def plan_cuts(block: Block, options: Options, *, ancestors: Sequence[Block]) -> Cuts | None:
     """The cuts for ``block`` (see the module docstring), None if no constraint is cut."""
     names = tuple(i.name for i in block.idxs
-                  if i.range > 1 and (not options.idxs or i.name in options.idxs))
-    if not names:
+                  if i.range > 1 and (not options.idxs or i.name in options.idxs)
+                  and all(any(i.name in a.vars() for a in r.access)
+                          for r in block.refs if r.fresh))
+    if not names:  # (a fresh view's instance may be cut only along the indexes it owns)
         return None
     interior = {n: (0, block.idx(n).range - 1) for n in names}
     dropped: set[Key] = set()

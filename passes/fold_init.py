@@ -31,8 +31,9 @@ of ``P``:
 Then ``I`` is removed and the leaves' views of ``X`` become fresh. Nothing else changes.
 
 Run it after the passes that split blocks (``autotile``, ``stencil``): they would make an
-instance smaller than a whole reduction. ``threads`` may follow: it splits output indexes
-only. ``autotile`` and ``stencil`` leave blocks with fresh views alone.
+instance smaller than a whole reduction, and leave blocks with fresh views alone.
+``threads`` may follow: it splits output indexes only (``autotile.apply_tile`` keeps the
+inner block's view fresh and refuses to split a fresh view's reduction).
 
 Preconditions: valid IR. Postconditions: valid IR with the same meaning (bit for bit: a
 fresh element starts at the identity that the initialisation stored).
