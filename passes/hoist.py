@@ -86,6 +86,11 @@ class Options(Selection):
     """Weight, against one copied point, of one element of an output tile reloaded (see
     ``reorder``)."""
 
+    shared_outer: bool = True
+    """With ``reorder``: keep outermost an index that every written view follows (see
+    ``reorder``). False for blocks that the ``threads`` pass has already split (each core's
+    share, tagged by its ``inner_set``), where any loop may go outermost."""
+
     units: int = 1
     """Cores among which the ``threads`` pass will share P's loops (after hoisting, those
     left in P'). A prefix or order is taken only if the indexes it leaves in P' that every
@@ -216,7 +221,8 @@ def _written(p: Block, candidates: list[int]) -> list[Refinement]:
         if k in candidates:
             continue
         for name, (_, writes) in sorted(statement_uses(st).items()):
-            if writes and p.has_ref(name) and not p.ref(name).is_alloc:
+            if writes and p.has_ref(name) and not p.ref(name).is_alloc \
+                    and p.ref(name) not in out:  # one tile, however many blocks write it
                 out.append(p.ref(name))
     return out
 
@@ -301,7 +307,7 @@ def _best_order(p: Block, candidates: list[int], shared: set[str], limit: float,
     own = tuple(plain)
     chosen, lowest = own, cost(own)
     for order in itertools.permutations(plain):
-        if order[0].name not in shared:
+        if options.shared_outer and order[0].name not in shared:
             continue  # the outermost loop stays one the threads pass can share
         c = cost(order)
         if c < lowest:

@@ -61,7 +61,8 @@ def test_cpu_avx2_extends_cpu_generic():
     assert [p.name for p in avx2.passes] == generic_names[:1] + ["fuse_rows"] + generic_names[
         1:] + ["pad", "edges", "tile_l2", "fuse_epilogue", "localize_epilogue", "pack",
                "hoist_copies", "tile_l1", "microkernel",
-               "fold_init", "threads_init", "threads_pad", "threads", "threads_tiles"]
+               "fold_init", "threads_init", "threads_pad", "threads", "threads_tiles",
+               "reorder_shares"]
 
 
 def test_descriptions_list_every_pass_option_and_config():

@@ -103,6 +103,29 @@ def test_reorder_packs_each_tile_of_b_once_with_the_rows_innermost(tmp_path):
         Options(output_cost=-1.0)
 
 
+def test_shared_outer_false_lets_a_reduction_go_outermost(tmp_path, rng):
+    """A 6x64x32 matmul in tiles [n:2, k:4] (m whole): A's tile depends on k only. With the
+    outermost loop free (a core's share, after threads), [k, n] copies A once per tile of k
+    instead of once per (n, k) tile; the output tile, revisited 3 more times, costs less at
+    output_cost 0.5 and more at 1."""
+    before = packed(tmp_path, 6, 64, 32, max_total=2048)
+    assert tile_loop(before).idx_names == ("n", "k")
+    kept = hoist.run(before, Options(reqs=("tiles",), reorder=True, output_cost=0.5))
+    assert tile_loop(kept).idx_names == ("n", "k")  # shared_outer: n stays outermost
+    free = Options(reqs=("tiles",), reorder=True, shared_outer=False, output_cost=0.5)
+    after = run_and_check(hoist.run, before, free)
+    p2 = tile_loop(after)
+    assert p2.idx_names == ("k",) and p2.stmts[0].name.endswith("cache_in_A")
+    assert p2.sub_blocks[1].idx_names == ("n", "k")
+    assert p2.work < tile_loop(kept).work
+    heavy = Options(reqs=("tiles",), reorder=True, shared_outer=False, output_cost=1.0)
+    assert tile_loop(hoist.run(before, heavy)).idx_names == ("n", "k")
+    a = rng.standard_normal((6, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 32)).astype(np.float32)
+    np.testing.assert_allclose(compile_program(after)(A=a, B=b)["C"], a @ b,
+                               rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("m,k,n", [(40, 64, 48), (37, 50, 61), (13, 77, 9)])
 def test_reordered_programs_run_in_c(tmp_path, rng, m, k, n):
     after = hoist.run(packed(tmp_path, m, k, n, max_total=2048),
