@@ -26,7 +26,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 
 from stripe import poly, tags
 from stripe.affine import Affine
@@ -1163,12 +1162,7 @@ def fresh_start(b: Block) -> Block:
 
 def _identity_text(agg: AggOp, dtype: DType) -> str:
     """The value that ``agg`` leaves unchanged, as a C literal of ``dtype``."""
-    if agg is AggOp.ADD:
-        return c_literal(0, dtype)
-    if dtype.is_float:
-        return c_literal(-math.inf if agg is AggOp.MAX else math.inf, dtype)
-    info = np.iinfo(dtype.np)
-    return c_literal(info.min if agg is AggOp.MAX else info.max, dtype)
+    return c_literal(agg_identity(agg, dtype), dtype)
 
 
 LANE_AGGS = (AggOp.ADD, AggOp.MAX, AggOp.MIN)

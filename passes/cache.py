@@ -74,7 +74,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 
 from stripe import poly, tags
 from stripe.affine import Affine
@@ -94,6 +93,7 @@ from stripe.ir import (
     TensorDim,
     TensorShape,
     with_field,
+    agg_identity,
 )
 from stripe.passes.select import ALL, Selection, Site, rewrite
 
@@ -479,27 +479,10 @@ def _fill(child: Block, r: Refinement, local: str, shape: TensorShape) -> Block:
     idxs = _fresh_idxs(shape.sizes, set())
     at = tuple(Affine.of(i.name) for i in idxs)
     ref = Refinement(RefDir.OUT, local, local, at, _unit(shape.dtype, shape.strides))
-    value = _identity(r.agg_op, r.dtype)
+    value = agg_identity(r.agg_op, r.dtype)
     return Block(name=f"{child.name}_{CACHE_INIT}_{r.into}", idxs=idxs, refs=(ref,),
                  stmts=(Constant("$identity", value, r.dtype), Store("$identity", local)),
                  tags=frozenset({CACHE_INIT}))
-
-
-def _identity(agg: AggOp, dtype: DType) -> int | float | bool:
-    if agg is AggOp.MUL:
-        value = 1
-    elif agg is AggOp.ADD:
-        value = 0
-    elif dtype is DType.BOOL:
-        return agg is AggOp.MIN
-    elif dtype.is_float:
-        return float("-inf") if agg is AggOp.MAX else float("inf")
-    else:
-        info = np.iinfo(dtype.np)
-        return int(info.min if agg is AggOp.MAX else info.max)
-    if dtype is DType.BOOL:
-        return bool(value)
-    return float(value) if dtype.is_float else value
 
 
 __all__ = ["CACHE_IN", "CACHE_INIT", "CACHE_OUT", "NAME", "Options", "run"]

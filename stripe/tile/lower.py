@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Union
 
-import numpy as np
 
 from .. import tags as T
 from ..affine import Affine
@@ -51,6 +50,7 @@ from ..ir import (
     Statement,
     Store,
     TensorShape,
+    agg_identity,
 )
 from . import ast as A
 from .parser import parse
@@ -97,20 +97,6 @@ def _broadcast_access(out_access: Sequence[Affine], sizes: Sequence[int]) -> tup
     right-aligned, size-1 dimensions read at 0."""
     offset = len(out_access) - len(sizes)
     return tuple(Affine() if s == 1 else out_access[offset + k] for k, s in enumerate(sizes))
-
-
-def _identity(agg: AggOp, dtype: DType) -> Scalar:
-    if agg is AggOp.MUL:
-        return _typed(1, dtype)
-    if agg in (AggOp.ADD, AggOp.ASSIGN):
-        return _typed(0, dtype)
-    lowest = agg is AggOp.MAX
-    if dtype is DType.BOOL:
-        return not lowest
-    if dtype.is_float:
-        return float("-inf") if lowest else float("inf")
-    info = np.iinfo(dtype.np)
-    return int(info.min if lowest else info.max)
 
 
 def _typed(value: int, dtype: DType) -> Scalar:
@@ -318,7 +304,7 @@ class _Lowering:
                 Refinement(RefDir.OUT, out.name, out.name, access, _element_shape(out)),
             ), stmts=(Load(default.name, f"${default.name}"), Store(f"${default.name}", out.name)))
             return
-        identity = _identity(agg, out.dtype)
+        identity = agg_identity(agg, out.dtype)
         if plan.covers_output:
             self._fill(c.text, out, identity, "$identity", T.INIT)
             return
