@@ -46,17 +46,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import islpy as isl
-
 from stripe import poly
 from stripe.ir import (
     AggOp,
     Block,
     Constant,
-    Load,
     RefDir,
     Refinement,
-    Special,
     Statement,
     Store,
     agg_identity,
@@ -151,129 +147,48 @@ def _stores_identity(block: Block, view: Refinement, agg: AggOp) -> bool:
     return stored
 
 
-@dataclass(frozen=True)
-class _Leaf:
-    """A leaf block that stores into the buffer: its path from the contraction (inclusive)
-    and the chain of views from the contraction's view down to its own."""
-
-    path: tuple[Block, ...]
-    chain: tuple[Refinement, ...]
-    where: tuple[int, ...]  # statement positions from the contraction down to the leaf
-
-
 def fold(blocks: Sequence[tuple[Block, str]], sizes: Sequence[int]) -> list[Block] | None:
     """The blocks, each given with its refinement that aggregates into one buffer of shape
     ``sizes``, with the views that their leaves store through made fresh, when every element
     of the buffer is stored into by exactly one instance of one leaf (steps 3 and 4 of the
     module docstring); None otherwise."""
-    plans: list[list[_Leaf]] = []
-    images: list[isl.Map] = []
+    images = []
     for block, ref in blocks:
         r = block.ref(ref)
         if r.dir is not RefDir.OUT or r.agg_op is AggOp.ASSIGN:
             return None
-        leaves: list[_Leaf] = []
-        if not _collect(block, ref, (block,), (r,), (), leaves) or not leaves:
+        found = poly.stores_into(block, ref, aggregating=True)
+        if not found:
             return None
-        if any(leaf.chain[-1].agg_op is not r.agg_op for leaf in leaves):
-            return None
-        for leaf in leaves:
-            m = _instance_map(leaf)
+        for t in found:
+            leaf, view = t.path[-1], t.refs[-1]
+            if view.agg_op is not r.agg_op or any(
+                    v.from_ == view.into for c in leaf.sub_blocks for v in c.refs):
+                return None  # (a fresh view is the leaf's own: no child block uses it)
+            m = poly.store_image(t, len(t.path) - 1)
             if m is None:
                 return None
             images.append(m)
-        plans.append(leaves)
-    if not _one_instance_each(images, sizes):
+    if not poly.partitions(images, sizes):
         return None
-    return [_mark(block, leaves) for (block, _), leaves in zip(blocks, plans)]
+    return [_mark(block, ref) for block, ref in blocks]
 
 
-def _collect(block: Block, ref: str, path: tuple[Block, ...], chain: tuple[Refinement, ...],
-             where: tuple[int, ...], out: list[_Leaf]) -> bool:
-    """Gather the leaves below ``block`` that store into ``ref``; False when something else
-    touches it (a load, a special, a view that reads, a block that both stores and nests)."""
-    stores = False
-    nested = False
-    for k, s in enumerate(block.stmts):
-        if isinstance(s, Load) and s.from_ == ref:
-            return False
-        if isinstance(s, Special) and ref in s.inputs + s.outputs:
-            return False
-        if isinstance(s, Store) and s.into == ref:
-            stores = True
-        elif isinstance(s, Block):
-            views = [v for v in s.refs if not v.is_alloc and v.from_ == ref]
-            if len(views) > 1:
-                return False
-            for view in views:
-                if view.dir is not RefDir.OUT:
-                    return False
-                nested = True
-                if not _collect(s, view.into, path + (s,), chain + (view,), where + (k,), out):
-                    return False
-    if stores and nested:
-        return False
-    if stores:
-        out.append(_Leaf(path, chain, where))
-    return True
+def _mark(block: Block, ref: str) -> Block:
+    """``block`` with its view ``ref`` made fresh where the block stores into it, and the
+    same below, through the views of it."""
+    stmts = tuple(_mark_views(s, ref) if isinstance(s, Block) else s for s in block.stmts)
+    if any(isinstance(s, Store) and s.into == ref for s in block.stmts):
+        block = block.replace(refs=tuple(replace(r, fresh=True) if r.into == ref else r
+                                         for r in block.refs))
+    return block.replace(stmts=stmts)
 
 
-def _instance_map(leaf: _Leaf) -> isl.Map | None:
-    """``{ instance -> element }``: for each point of the leaf's ancestors (down to the
-    contraction), the elements of the buffer that its points store into; None when the
-    nest has parameters."""
-    nest = poly.nested_domain(leaf.path)
-    if nest.space.params:
-        return None
-    names = nest.space.isl_names()
-    depth = len(leaf.path) - 1
-    inst = [d for d in nest.space.dims if not d.endswith(f"@{depth}")]
-    inner = [d for d in nest.space.dims if d.endswith(f"@{depth}")]
-    coords = poly.access_sum(nest, leaf.chain, 0)
-    outs = [f"o{d}" for d in range(len(coords))]
-    conds = [f"{poly.affine_text(c, names)} >= 0" for c in nest.constraints]
-    conds += [f"o{d} = {poly.affine_text(c, names)}" for d, c in enumerate(coords)]
-    body = " and ".join(conds) if conds else "true"
-    if inner:
-        body = f"exists ({', '.join(names[d] for d in inner)} : {body})"
-    text = (f"{{ [{', '.join(names[d] for d in inst)}] -> [{', '.join(outs)}] : {body} }}")
-    return isl.Map.read_from_str(isl.DEFAULT_CONTEXT, text)
-
-
-def _one_instance_each(images: Sequence[isl.Map], sizes: Sequence[int]) -> bool:
-    """Do the instances' element sets partition the box ``[0, sizes)``?"""
-    rank = len(sizes)
-    box_text = ("{ [" + ", ".join(f"o{d}" for d in range(rank)) + "] : "
-                + " and ".join(f"0 <= o{d} < {n}" for d, n in enumerate(sizes)) + " }"
-                if rank else "{ [] }")
-    box = isl.Set.read_from_str(isl.DEFAULT_CONTEXT, box_text)
-    union = None
-    for m in images:
-        if not m.reverse().is_single_valued():  # an element of two instances of one leaf
-            return False
-        rng = m.range()
-        if union is not None and not rng.intersect(union).is_empty():
-            return False  # an element of two leaves
-        union = rng if union is None else union.union(rng)
-    return union is not None and bool(union.is_equal(box))
-
-
-def _mark(block: Block, leaves: Sequence[_Leaf]) -> Block:
-    """``block`` with the last view of each leaf's chain made fresh."""
-    for leaf in leaves:
-        block = _mark_one(block, leaf.where, leaf.chain[-1].into)
-    return block
-
-
-def _mark_one(block: Block, where: tuple[int, ...], ref: str) -> Block:
-    if not where:
-        refs = tuple(replace(r, fresh=True) if r.into == ref else r for r in block.refs)
-        return block.replace(refs=refs)
-    stmts = list(block.stmts)
-    child = stmts[where[0]]
-    assert isinstance(child, Block)
-    stmts[where[0]] = _mark_one(child, where[1:], ref)
-    return block.replace(stmts=tuple(stmts))
+def _mark_views(child: Block, ref: str) -> Block:
+    for v in child.refs:
+        if not v.is_alloc and v.from_ == ref:
+            child = _mark(child, v.into)
+    return child
 
 
 __all__ = ["NAME", "Options", "fold", "run"]

@@ -644,29 +644,74 @@ def tile_footprint(block: Block, ref: str, tile: Mapping[str, int], *,
 # whole overwrites -----------------------------------------------------------------------------
 
 
+def stores_into(block: Block, ref: str, *, aggregating: bool = False) -> list[Touch] | None:
+    """Where ``block`` and its descendants (through views of views of its refinement
+    ``ref``) store into it: one :class:`Touch` per block holding such stores, in statement
+    order (two equal blocks give two). None when something else touches it: a load, a
+    special, a view that reads, or (unless ``aggregating``) a store that aggregates into a
+    view that is not fresh (a fresh one overwrites: each instance starts its elements at
+    the identity)."""
+    out: list[Touch] = []
+    r = block.ref(ref)
+    return out if _stores_only(block, ref, (block,), (r,), out, aggregating) else None
+
+
 def _stores_only(block: Block, ref: str, path: tuple[Block, ...],
-                 chain: tuple[Refinement, ...], out: list[Touch]) -> bool:
-    """Collect the stores into ``ref`` of ``block`` and below (through views); False when
-    something else touches it: a load, a special, a view that reads or an aggregating store
-    (one into a fresh view overwrites: its instance starts the element at the identity)."""
+                 chain: tuple[Refinement, ...], out: list[Touch], aggregating: bool) -> bool:
+    stores = False
     for s in block.stmts:
         if isinstance(s, Load) and s.from_ == ref:
             return False
         if isinstance(s, Special) and ref in s.inputs + s.outputs:
             return False
         if isinstance(s, Store) and s.into == ref:
-            if chain[-1].agg_op is not AggOp.ASSIGN and not chain[-1].fresh:
+            if not (aggregating or chain[-1].agg_op is AggOp.ASSIGN or chain[-1].fresh):
                 return False
-            out.append(Touch(path, chain, (1,) * chain[-1].shape.rank))
+            stores = True
         elif isinstance(s, Block):
             for view in s.refs:
                 if view.from_ != ref:
                     continue
                 if view.dir.reads or not view.dir.writes:
                     return False
-                if not _stores_only(s, view.into, path + (s,), chain + (view,), out):
+                if not _stores_only(s, view.into, path + (s,), chain + (view,), out,
+                                    aggregating):
                     return False
+    if stores:
+        out.append(Touch(path, chain, (1,) * chain[-1].shape.rank))
     return True
+
+
+def store_image(t: Touch, instances: int) -> isl.Map | None:
+    """``{ instance -> element }`` of the stores of ``t`` (from :func:`stores_into`): an
+    instance is a point of the first ``instances`` blocks of ``t.path`` (0: one instance,
+    the whole path), an element the coordinates in the buffer that ``t.refs[0]`` views of
+    what the points of the rest of the path store into. None when the path's indexes depend
+    on parent values (parameters)."""
+    nest = nested_domain(t.path)
+    if nest.space.params:
+        return None
+    names = nest.space.isl_names()
+    outer = {scoped_name(i.name, d) for d in range(instances) for i in t.path[d].idxs}
+    inst = [names[v] for v in nest.space.dims if v in outer]
+    inner = [names[v] for v in nest.space.dims if v not in outer]
+    coords = access_sum(nest, t.refs, 0)
+    outs = ", ".join(f"o{d}" for d in range(len(coords)))
+    conds = [f"{affine_text(c, names)} >= 0" for c in nest.constraints]
+    conds += [f"o{d} = {affine_text(c, names)}" for d, c in enumerate(coords)]
+    body = " and ".join(conds) if conds else "true"
+    if inner:
+        body = f"exists ({', '.join(inner)} : {body})"
+    return isl.Map.read_from_str(_CTX, f"{{ [{', '.join(inst)}] -> [{outs}] : {body} }}")
+
+
+def _box(sizes: Sequence[int]) -> isl.Set:
+    """The set ``[0, sizes)``."""
+    if not sizes:
+        return isl.Set.read_from_str(_CTX, "{ [] }")
+    return isl.Set.read_from_str(_CTX, "{ [" + ", ".join(f"o{d}" for d in range(len(sizes)))
+                                 + "] : " + " and ".join(f"0 <= o{d} < {n}"
+                                                         for d, n in enumerate(sizes)) + " }")
 
 
 def writes_every_element(block: Block, ref: str, sizes: Sequence[int]) -> bool:
@@ -680,32 +725,32 @@ def writes_every_element(block: Block, ref: str, sizes: Sequence[int]) -> bool:
     indexes depend on no parent value; otherwise False.
     """
     r = block.ref(ref)
-    if r.dir.reads:
+    found = stores_into(block, ref) if not r.dir.reads else None
+    if not found or len(sizes) != r.shape.rank:
         return False
-    found: list[Touch] = []
-    if not _stores_only(block, ref, (block,), (r,), found) or not found:
-        return False
-    rank = r.shape.rank
-    outs = [f"o{d}" for d in range(rank)]
-    if len(sizes) != rank:
-        return False
-    box = isl.Set.read_from_str(_CTX, "{ [" + ", ".join(outs) + "] : " + " and ".join(
-        f"0 <= o{d} < {n}" for d, n in enumerate(sizes)) + " }" if rank else "{ [] }")
     image = None
     for t in found:
-        nest = nested_domain(t.path)
-        if nest.space.params:
+        m = store_image(t, 0)
+        if m is None:
             return False
-        names = nest.space.isl_names()
-        coords = access_sum(nest, t.refs, 0)
-        conds = [f"{affine_text(c, names)} >= 0" for c in nest.constraints]
-        conds += [f"o{d} = {affine_text(c, names)}" for d, c in enumerate(coords)]
-        text = (f"{nest.space.header()} -> [{', '.join(outs)}] : "
-                f"{' and '.join(conds) if conds else 'true'} }}")
-        part = isl.Map.read_from_str(_CTX, text).range()
-        image = part if image is None else image.union(part)
+        image = m.range() if image is None else image.union(m.range())
     assert image is not None
-    return bool(image.is_equal(box))
+    return bool(image.is_equal(_box(sizes)))
+
+
+def partitions(images: Sequence[isl.Map], sizes: Sequence[int]) -> bool:
+    """Do the instances of ``images`` (from :func:`store_image`) store into disjoint sets
+    of elements (none into an element of another instance, of the same map or of another
+    one) that together are the box ``[0, sizes)``?"""
+    union = None
+    for m in images:
+        if not m.reverse().is_single_valued():  # an element of two instances of one map
+            return False
+        rng = m.range()
+        if union is not None and not rng.intersect(union).is_empty():
+            return False  # an element of instances of two maps
+        union = rng if union is None else union.union(rng)
+    return union is not None and bool(union.is_equal(_box(sizes)))
 
 
 def overwritten_by_first_use(block: Block, name: str, sizes: Sequence[int]) -> bool:
@@ -731,7 +776,8 @@ __all__ = [
     "constraint_is_redundant", "dim_bounds", "domain_is_empty", "footprint", "implied_in",
     "implies", "inner_name", "is_empty", "make_set", "nested_domain", "nested_domain_of",
     "outer_name", "sample_point", "scoped_name", "tile_footprint", "touches",
-    "overwritten_by_first_use", "writes_every_element",
+    "overwritten_by_first_use", "partitions", "store_image", "stores_into",
+    "writes_every_element",
 ]
 
 
