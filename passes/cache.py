@@ -58,7 +58,9 @@ blocks (tagged ``transfer`` or ``cache_init``: never selected); allocations of `
 already); views whose direction is ``none`` or not in ``dirs``; views of a buffer that ``P``
 already holds in ``mem_loc`` (so a second run changes nothing); views of a buffer that
 another view of ``S`` also uses when either of them writes (two local copies would not see
-each other); views ``S`` does not touch; the write cases above.
+each other); views ``S`` does not touch; the write cases above; views that are fresh, or
+are viewed fresh further down (``fold_init``: each instance starts its elements anew, so
+combining a local copy back into memory would add to what memory held).
 
 Preconditions: valid IR (``stripe.verify``). Postconditions: valid IR with the same meaning
 (float aggregations regrouped as above); ``P`` holds, around each cached ``S``: for each
@@ -245,6 +247,8 @@ def _cacheable(child: Block, r: Refinement, parent: Block, ancestors: tuple[Bloc
         return None
     if r.agg_op is not AggOp.ASSIGN and r.dir is RefDir.INOUT:
         return None
+    if _written_fresh(child, r):
+        return None
     if (r.agg_op is AggOp.ASSIGN and r.dir.writes and not _writes_whole_box(child, r)
             and not _stores_directly(child, r)):
         return None
@@ -278,6 +282,17 @@ def contiguous(src: Refinement, extent: tuple[int, ...], alias_bytes: int) -> bo
             return False
         expected = st * n
     return True
+
+
+def _written_fresh(child: Block, r: Refinement) -> bool:
+    """Is ``r``, or a view of it in a descendant of ``child``, fresh? Each instance of the
+    fresh block starts its elements anew, so a local copy combined back into memory with
+    the view's aggregation would add to whatever memory held (``fold_init`` removed the
+    initialisation that made that 0)."""
+    if r.fresh:
+        return True
+    return any(v.fresh or _written_fresh(b, v)
+               for b in child.sub_blocks for v in b.refs if v.from_ == r.into)
 
 
 def _stores_directly(child: Block, r: Refinement) -> bool:

@@ -99,8 +99,21 @@ def _bind_inputs(block: Block, arrays: Mapping[str, object], path: str) -> dict[
         memory[r.into] = _copy_in(_checked_array(arrays[r.into], r, path), r.shape)
     for r in outputs:
         if r.into not in memory:
-            memory[r.into] = np.zeros(r.shape.span, r.dtype.np)
+            memory[r.into] = _uninitialised(r.shape.span, r.dtype.np)
     return memory
+
+
+def _uninitialised(count: int, dtype: np.dtype) -> Array:
+    """Fresh memory as the C back end leaves it: undefined. NaN for floats and a byte
+    pattern for integers, so that a program reading an element before storing it gives a
+    result that numpy would not (a lowering or pass that drops an initialisation is caught
+    here instead of passing on zeroed memory)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.full(count, np.nan, dtype)
+    if dtype.kind == "b":
+        return np.ones(count, dtype)
+    return np.frombuffer(b"\x5a" * (count * dtype.itemsize), dtype).copy()
 
 
 def _check_names(arrays: Mapping[str, object], inputs: list[Refinement],
@@ -355,7 +368,7 @@ def _make_alloc(r: Refinement, n: int, path: str, bound: Mapping[str, Array]) ->
         memory = bound[r.into]
         addr = np.full(n, _origin(shape), dtype=np.int64)
     else:  # one private copy per point
-        memory = np.zeros(n * shape.span, shape.dtype.np)
+        memory = _uninitialised(n * shape.span, shape.dtype.np)
         addr = np.arange(n, dtype=np.int64) * shape.span + _origin(shape)
     root = f"'{r.into}' (declared in {path}, shape {shape.sizes})"
     zeros = np.zeros((shape.rank, 1), dtype=np.int64)

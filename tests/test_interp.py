@@ -453,6 +453,21 @@ def test_scratch_scalar_buffer_written_then_read_in_each_point(rng: np.random.Ge
                                   values)
 
 
+def test_new_memory_is_undefined_until_written(rng: np.random.Generator) -> None:
+    """An output or temporary read before it is stored gives NaN (floats) or a fixed byte
+    pattern (integers), never zeros: a dropped initialisation shows as a wrong result."""
+    for dtype, check in ((F32, np.isnan), (I32, lambda v: v == np.full(4, 0x5A5A5A5A, np.int32) * 2
+                                                    + np.arange(4, dtype=np.int32))):
+        a, t, o = alloc(IN, "A", (4,), dtype), alloc(NONE, "T", (4,), dtype), \
+            alloc(OUT, "O", (4,), dtype)
+        acc = elem(OUT, o, ["e"], AggOp.ADD)
+        kernel = block("k", [("e", 4)], [elem(IN, a, ["e"]), elem(IN, t, ["e"]), acc],
+                       [Load("T", "$t"), Load("A", "$a"), Store("$t", "O"), Store("$a", "O")])
+        values = np.arange(4).astype(dtype.np)  # O = (undefined) + T (undefined) + A
+        got = interpret(program([a, o, t], [kernel]), {"A": values})["O"]
+        assert check(got).all(), got
+
+
 def test_program_temporary_between_kernels(rng: np.random.Generator) -> None:
     a, t, o = alloc(IN, "A", (6,)), alloc(NONE, "T", (6,)), alloc(OUT, "O", (6,))
     first = block("first", [("e", 6)], [elem(IN, a, ["e"]), elem(OUT, t, ["e"])],

@@ -14,7 +14,7 @@ from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.errors import InterpreterError, VerifyError
 from stripe.ir import Block
-from stripe.passes import autotile, fold_init, threads
+from stripe.passes import autotile, cache, fold_init, threads
 
 MATMUL = "function (A[M, K], B[K, N]) -> (O) { O[m, n : M, N] = +(A[m, k] * B[k, n]); }"
 MAXPOOL = "function (I[N]) -> (O) { O[i : (N + 1) / 2] = >(I[2 * i + j]), j < 2; }"
@@ -285,3 +285,24 @@ def test_tiling_a_fresh_blocks_reduction_is_refused() -> None:
     with pytest.raises(ValueError, match="would split the reduction into fresh view 'O'"):
         autotile.apply_tile(main.sub_blocks[0], {"k": 4}, ancestors=(folded, main))
     assert autotile.run(folded, autotile.Options(reqs=("contraction",))) is folded
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_cache_leaves_fresh_outputs_alone(split: bool) -> None:
+    """A local copy of a fresh view (or of a view that is fresh further down) combined back
+    into memory would add to what memory held, which no initialisation sets any more: cache
+    leaves such views alone and caches the inputs."""
+    program = fold_init.run(matmul(12, 7, 9), OPTIONS)
+    if split:  # the fresh view is then the inner block's, seen through the kernel's own
+        program = threads.run(program, threads.Options(reqs=("kernel",), num_threads=2,
+                                                       min_work=1))
+    after = run_and_check(cache.run, program,
+                          cache.Options(reqs=("kernel",), mem_loc="L1", xfer_loc="CPU"))
+    caches = sorted(r.into for _, b in after.walk() for r in b.refs
+                    if r.is_alloc and r.into.endswith("_l1"))
+    assert caches == ["A_l1", "B_l1"]
+    x = {"A": np.random.default_rng(7).standard_normal((12, 7)).astype(np.float32),
+         "B": np.random.default_rng(8).standard_normal((7, 9)).astype(np.float32)}
+    prog = compile_program(after, [("cache", after)])
+    prog.fill_byte = 0xFF
+    np.testing.assert_allclose(prog(**x)["O"], x["A"] @ x["B"], rtol=1e-5, atol=1e-5)
