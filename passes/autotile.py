@@ -643,6 +643,24 @@ class _Split:
         return self.outer * self.inner > self.idx.range
 
 
+def fresh_cuts(block: Block, tile: Mapping[str, int], flip: bool = False) -> dict[str, list[str]]:
+    """Fresh view -> the indexes that tiling ``block`` by ``tile`` would move to the outer
+    block although the view is not accessed by them. A fresh view's instance is one run of
+    the whole block: the tiles may split only the indexes it is accessed by, so that each
+    inner instance owns its elements. Passed-in indexes always move out (one value per
+    inner instance), so a block whose passed-in index of range > 1 is missing from a fresh
+    view's access cannot be tiled at all."""
+    sizes = _full_tile(block, tile)
+    splits = [_Split.of(i, sizes[i.name], flip) for i in block.idxs]
+    out = {}
+    for r in block.refs:
+        cut = [s.idx.name for s in splits if s.outer > 1
+               and not any(s.idx.name in a.vars() for a in r.access)]
+        if r.fresh and cut:
+            out[r.into] = cut
+    return out
+
+
 def apply_tile(block: Block, tile: Mapping[str, int], *, ancestors: Sequence[Block] = (),
                flip: bool = False, outer_set: Sequence[str] = (),
                inner_set: Sequence[str] = (), clear_outer: bool = False) -> Block:
@@ -652,14 +670,9 @@ def apply_tile(block: Block, tile: Mapping[str, int], *, ancestors: Sequence[Blo
     parent) make the footprints exact under the enclosing constraints."""
     sizes = _full_tile(block, tile)
     splits = [_Split.of(i, sizes[i.name], flip) for i in block.idxs]
-    for r in block.refs:
-        # A fresh view's instance is one run of the whole block: the tiles may split only
-        # the indexes it is accessed by (each inner instance then owns its elements).
-        cut = [s.idx.name for s in splits if s.outer > 1
-               and not any(s.idx.name in a.vars() for a in r.access)]
-        if r.fresh and cut:
-            raise ValueError(f"tiling {', '.join(cut)} would split the reduction into fresh "
-                             f"view '{r.into}' of block '{block.name}' among several instances")
+    for name, cut in fresh_cuts(block, tile, flip).items():
+        raise ValueError(f"tiling {', '.join(cut)} would split the reduction into fresh "
+                         f"view '{name}' of block '{block.name}' among several instances")
     passthru = _passthru_names(block, splits)
     values = _inner_values(splits, passthru)
     inner = Block(

@@ -54,9 +54,10 @@ pipeline ``fuse -> localize -> scalarize`` leaves the bias-add result a scalar a
 accumulator of the reduction a one-element buffer. When T is also a program output or read
 later, it simply stays materialised: every element is still computed.
 
-Preconditions: valid IR. Members with passed-in indexes or location banks, access
-dimensions of T that are not ``a*x + c`` with ``a >= 1``, statements other than blocks in
-the group, and drivers whose T access gives no index are left alone.
+Preconditions: valid IR. Members with passed-in indexes, location banks or fresh views
+(their own or their children's: ``fold_init``), access dimensions of T that are not
+``a*x + c`` with ``a >= 1``, statements other than blocks in the group, and drivers whose
+T access gives no index are left alone.
 
 Postconditions: the same outputs for every input; the parent's statement count drops by
 the number of members minus one per fusion; F's views and members verify.
@@ -540,7 +541,11 @@ def _fuse_group(group: Sequence[Block], driver: Block, t: str, context: tuple[Bl
 
 def _unsupported(k: Block) -> bool:
     banked = any(not r.location.bank.is_zero for r in k.refs)
-    return banked or not k.location.is_default or any(i.is_passed_in for i in k.idxs)
+    # a fresh view starts its elements anew in each instance of its block: merged into F's
+    # views (or run under F's points instead of k's) its instances would change
+    fresh = any(r.fresh for _, b in k.walk() for r in b.refs)
+    return (banked or fresh or not k.location.is_default
+            or any(i.is_passed_in for i in k.idxs))
 
 
 class _View(NamedTuple):

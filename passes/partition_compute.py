@@ -26,7 +26,10 @@ with ``prod p_n <= num_parts`` (a count is kept only as the number of tiles of s
 the number of units used; then prefer more parts on earlier indexes.
 
 The block is left unchanged when no index may be split, when the best choice is one unit,
-or when it already has an index tagged ``idx_tag`` (it was partitioned before).
+when it already has an index tagged ``idx_tag`` (it was partitioned before), or when it
+has a fresh view (``fold_init``) that one of its passed-in indexes of range > 1 does not
+access (every unit would run its own values of that index, starting the same elements
+anew: ``autotile.fresh_cuts``).
 
 Preconditions: valid IR. Postconditions: valid IR with the same meaning (the point
 ``n = t*o + k`` of the original block runs once, as inner point ``k`` of unit ``o``); every
@@ -47,7 +50,7 @@ from stripe import tags
 from stripe.affine import Affine
 from stripe.ir import Block, Index, Location, Refinement
 
-from .autotile import apply_tile
+from .autotile import apply_tile, fresh_cuts
 from .select import Selection, Site, rewrite
 
 NAME = "partition_compute"
@@ -135,6 +138,8 @@ def plan(block: Block, num_parts: int, idx_tag: str) -> dict[str, int] | None:
         return None
     sizes = choose_parts({n: block.idx(n).range for n in names}, num_parts)
     if all(t == block.idx(n).range for n, t in sizes.items()):
+        return None
+    if fresh_cuts(block, sizes):  # (a passed-in index a fresh view is not accessed by)
         return None
     return sizes
 

@@ -1,0 +1,160 @@
+"""Random pass pipelines on random programs: every pass keeps the meaning in any order.
+
+A user config may run the pool's passes in any order with any options. This draws a program
+(the random contractions of ``test_random_programs``, or a matmul, convolution, depthwise
+convolution or pooling at odd sizes) and a pipeline drawn from every pass in the pool (some of
+the passes in a config's usual order, neighbours swapped, others inserted anywhere) with
+drawn options, then runs it through the pass manager with the verifier and
+the reference interpreter after every pass (``check=True``: the same outputs as before the
+pass). The interpreter starts new memory at NaN, so a pass that drops or misplaces an
+initialisation is caught. Some examples are also compiled to C and compared.
+
+The default example count is small for CI; ``pytest --hypothesis-profile=long`` draws many
+more.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_random_programs import Program, programs
+
+import stripe
+from stripe.compiler import compile_program
+from stripe.config import Config, PassEntry
+from stripe.passes import REGISTRY
+from stripe.passes.manager import run_pipeline
+
+_EXAMPLES = 40 if settings.default.max_examples < 1000 else settings.default.max_examples
+
+MATMUL_KERNEL = ("{startup_cost: 8, idxs: [{name: m, size: 3, outs: [-1], ins: [-1, 0]},"
+                 " {name: n, size: 4, outs: [1], ins: [0, 1]},"
+                 " {name: k, size: -1, outs: [0], ins: [-1, -1]}]}")
+CONV_KERNEL = ("{startup_cost: 8, idxs: [{name: m, size: 2, outs: [-1], ins: [-1, 0]},"
+               " {name: n, size: 4, outs: [1], ins: [0, 1]},"
+               " {name: k, size: -1, outs: [0], ins: [-1, -1]},"
+               " {name: k2, size: -1, outs: [0], ins: [-1, -1]},"
+               " {name: k3, size: -1, outs: [0], ins: [-1, -1]}]}")
+VECTOR_KERNEL = ("{startup_cost: 8, idxs: [{name: n, size: 4, outs: [1], ins: [0, 1]},"
+                 " {name: k, size: -1, outs: [0], ins: [-1, -1]}]}")
+STENCILS = (MATMUL_KERNEL, CONV_KERNEL, VECTOR_KERNEL)
+
+TEMPLATES = {
+    "matmul": ("function (A[M, K], B[K, N]) -> (O) { O[m, n : M, N] = +(A[m, k] * B[k, n]); }",
+               lambda m, k, n: {"A": (m, k), "B": (k, n)}),
+    "matmul_relu": ("function (A[M, K], B[K, N], C[N]) -> (O) {\n"
+                    "    T[m, n : M, N] = +(A[m, k] * B[k, n]);\n    O = max(T + C, 0.0);\n}",
+                    lambda m, k, n: {"A": (m, k), "B": (k, n), "C": (n,)}),
+    "conv": ("function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) {\n"
+             "    O[n, x, y, co : N, X, Y, CO] ="
+             " +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]);\n}",
+             lambda m, k, n: {"I": (1, m, k, 3), "F": (3, 3, 3, n)}),
+    "depthwise": ("function (I[N, X, Y, C], F[KX, KY, C]) -> (O) {\n"
+                  "    O[n, x, y, c : N, X, Y, C] ="
+                  " +(I[n, x + i - 1, y + j - 1, c] * F[i, j, c]);\n}",
+                  lambda m, k, n: {"I": (1, m, k, n), "F": (3, 3, n)}),
+    "maxpool": ("function (I[X, Y]) -> (O) {\n"
+                "    O[x, y : (X + 1) / 2, (Y + 1) / 2] = >(I[2 * x + i, 2 * y + j]), i < 2, j < 2;\n}",
+                lambda m, k, n: {"I": (m, k + n)}),
+}
+
+
+@st.composite
+def workloads(draw) -> Program:  # type: ignore[no-untyped-def]
+    if draw(st.booleans()):
+        return draw(programs())
+    source, shapes = TEMPLATES[draw(st.sampled_from(sorted(TEMPLATES)))]
+    sizes = [draw(st.integers(1, 13)) for _ in range(3)]
+    return Program(source, {k: (s, "float32") for k, s in shapes(*sizes).items()})
+
+
+def _options(draw, kind: str) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    pick = lambda *xs: draw(st.sampled_from(xs))  # noqa: E731
+    flag = lambda: draw(st.booleans())  # noqa: E731
+    if kind in ("localize", "scalarize", "place", "cleanup"):
+        return {"place": {"locs": ("L2",), "mem_KiB": 64}}.get(kind, {})
+    if kind == "fuse":
+        return {"fused_set": ("fused",), "perfect": flag()}
+    if kind == "pad":
+        return {"reqs": ("contraction",), "max_overhead": 1.0}
+    if kind == "boundary":
+        return {"reqs": (pick("contraction", "all", "tile"),), "rebase": flag()}
+    if kind == "autotile":
+        return {"reqs": (pick("contraction", "tile"),), "outer_set": ("tiles",),
+                "inner_set": ("tile", "contraction"), "max_total_size": pick(64, 256, 1024),
+                "only_po2": flag(), "acc_idxs": flag(),
+                "stencils": STENCILS if flag() else ()}
+    if kind == "stencil":
+        return {"reqs": (pick("contraction", "tile"),), "allow_pad": flag(),
+                "inner_set": ("microkernel",), "split_tails": pick((), ("m",)),
+                "stencils": STENCILS}
+    if kind == "cache":
+        dirs = draw(st.lists(st.sampled_from(["in", "out", "inout"]), min_size=1,
+                             max_size=3, unique=True))
+        return {"reqs": (pick("tile", "contraction", "microkernel"),), "dirs": tuple(dirs),
+                "mem_loc": "L2", "xfer_loc": "CPU", "row_pad": pick(0, 4)}
+    if kind == "hoist":
+        return {"reqs": (pick("tiles", "all"),), "reorder": flag(), "shared_outer": flag()}
+    if kind == "fold_init":
+        return {"reqs": (pick("contraction", "all"),)}
+    if kind == "threads":
+        return {"reqs": (pick("kernel", "tile", "microkernel"),), "num_threads": 2,
+                "min_work": 1}
+    if kind == "partition_compute":
+        return {"reqs": (pick("contraction", "tile"),), "num_parts": 2}
+    if kind == "partition_memory":
+        return {"reqs": (pick("tile", "contraction"),), "num_parts": 2, "mem_name": "L2"}
+    if kind == "transpose":
+        return {"only_tmp": flag()}
+    if kind == "schedule":
+        return {"reqs": (pick("tiles", "all"),), "mem_loc": "L2", "mem_KiB": 64,
+                "xfer_loc": "CPU"}
+    raise AssertionError(f"no options drawn for pass type {kind}")
+
+
+# The order a config would run them in; a drawn pipeline keeps some of them, swaps some
+# neighbours and inserts others anywhere, so that both plausible and odd orders appear (a
+# uniformly random order rarely meets what a pass looks for: hoist wants packed tiles).
+ORDER = ("fuse", "localize", "scalarize", "pad", "boundary", "autotile", "cache", "hoist",
+         "autotile", "stencil", "fold_init", "threads", "partition_compute",
+         "partition_memory", "transpose", "schedule", "place", "cleanup")
+
+
+@st.composite
+def pipelines(draw) -> tuple[PassEntry, ...]:  # type: ignore[no-untyped-def]
+    kinds = [k for k in ORDER if draw(st.integers(0, 2))]
+    for _ in range(draw(st.integers(0, 3))):
+        if len(kinds) > 1:
+            i = draw(st.integers(0, len(kinds) - 2))
+            kinds[i], kinds[i + 1] = kinds[i + 1], kinds[i]
+    for _ in range(draw(st.integers(0, 2))):
+        kinds.insert(draw(st.integers(0, len(kinds))), draw(st.sampled_from(sorted(REGISTRY))))
+    return tuple(PassEntry(f"{kind}_{k}", kind, REGISTRY[kind].options(**_options(draw, kind)))
+                 for k, kind in enumerate(kinds))
+
+
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_every_pass_type_gets_options(data: st.DataObject) -> None:
+    for kind in REGISTRY:  # a new pass must get its options drawn above, or this fails
+        REGISTRY[kind].options(**_options(data.draw, kind))
+
+
+@settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES == 40,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(prog=workloads(), passes=pipelines(), seed=st.integers(0, 2**16),
+       in_c=st.integers(0, 3))
+def test_random_pipeline_keeps_the_meaning(prog: Program, passes: tuple[PassEntry, ...],
+                                           seed: int, in_c: int) -> None:
+    rng = np.random.default_rng(seed)
+    arrays = {n: rng.standard_normal(s).astype(np.float32) for n, (s, _) in prog.inputs.items()}
+    program = stripe.lower(prog.source, arrays)
+    config = Config("random", "random", passes=passes)
+    final, trace = run_pipeline(program, config, verify=True, check=True, inputs=arrays)
+    if in_c == 0:  # one example in four also in C, over an output filled with 0xFF bytes
+        want = stripe.interpret(program, arrays)["O"]
+        compiled = compile_program(final, trace)
+        compiled.fill_byte = 0xFF
+        np.testing.assert_allclose(compiled(**arrays)["O"], want, rtol=1e-4, atol=1e-4,
+                                   err_msg=prog.source)
