@@ -26,7 +26,7 @@ from stripe.config import Config, PassEntry
 from stripe.passes import REGISTRY
 from stripe.passes.manager import run_pipeline
 
-_EXAMPLES = 40 if settings.default.max_examples < 1000 else settings.default.max_examples
+_EXAMPLES = 150 if settings.default.max_examples < 1000 else settings.default.max_examples
 
 MATMUL_KERNEL = ("{startup_cost: 8, idxs: [{name: m, size: 3, outs: [-1], ins: [-1, 0]},"
                  " {name: n, size: 4, outs: [1], ins: [0, 1]},"
@@ -141,7 +141,7 @@ def test_every_pass_type_gets_options(data: st.DataObject) -> None:
         REGISTRY[kind].options(**_options(data.draw, kind))
 
 
-@settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES == 40,
+@settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES == 150,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(prog=workloads(), passes=pipelines(), seed=st.integers(0, 2**16),
        in_c=st.integers(0, 3))
