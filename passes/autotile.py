@@ -670,7 +670,9 @@ def apply_tile(block: Block, tile: Mapping[str, int], *, ancestors: Sequence[Blo
     parent) make the footprints exact under the enclosing constraints."""
     sizes = _full_tile(block, tile)
     splits = [_Split.of(i, sizes[i.name], flip) for i in block.idxs]
-    for name, cut in fresh_cuts(block, tile, flip).items():
+    cuts = fresh_cuts(block, tile, flip)
+    if cuts:
+        name, cut = next(iter(cuts.items()))
         raise ValueError(f"tiling {', '.join(cut)} would split the reduction into fresh "
                          f"view '{name}' of block '{block.name}' among several instances")
     passthru = _passthru_names(block, splits)
