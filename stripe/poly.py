@@ -705,6 +705,41 @@ def store_image(t: Touch, instances: int) -> isl.Map | None:
     return isl.Map.read_from_str(_CTX, f"{{ [{', '.join(inst)}] -> [{outs}] : {body} }}")
 
 
+@lru_cache(maxsize=_MEMO)
+def fresh_instances_disjoint(levels: tuple[Level, ...],
+                             chain: tuple[Refinement, ...]) -> bool | None:
+    """Do the instances of the last level store into disjoint elements of the fresh view
+    ``chain[-1]``? ``levels`` run from the root (or any block whose indexes depend on no
+    parent value) to the block holding the view; ``chain`` is the refinement chain from the
+    buffer's allocation (or the first level's refinement) down to the view. An instance is
+    one point of the levels between the allocation's and the view's block; each point of
+    the allocation's block (and of those above it) has a buffer of its own, so two
+    instances conflict only under the same such point. None when the levels depend on
+    parent values (parameters)."""
+    nest = nested_domain_of(levels)
+    if nest.space.params:
+        return None
+    names = nest.space.isl_names()
+    first = len(levels) - len(chain)  # the allocation's level
+    key = {scoped_name(i.name, d) for d in range(first + 1) for i in levels[d].idxs}
+    inst = {scoped_name(i.name, d) for d in range(first + 1, len(levels) - 1)
+            for i in levels[d].idxs}
+    keys = [names[v] for v in nest.space.dims if v in key]
+    insts = [names[v] for v in nest.space.dims if v in inst]
+    inner = [names[v] for v in nest.space.dims if v not in key and v not in inst]
+    if not insts:
+        return True  # one instance per buffer
+    coords = access_sum(nest, chain, 0)
+    outs = [f"o{d}" for d in range(len(coords))]
+    conds = [f"{affine_text(c, names)} >= 0" for c in nest.constraints]
+    conds += [f"{o} = {affine_text(c, names)}" for o, c in zip(outs, coords)]
+    body = " and ".join(conds) if conds else "true"
+    if inner:
+        body = f"exists ({', '.join(inner)} : {body})"
+    text = f"{{ [{', '.join(keys + insts)}] -> [{', '.join(keys + outs)}] : {body} }}"
+    return bool(isl.Map.read_from_str(_CTX, text).reverse().is_single_valued())
+
+
 def _box(sizes: Sequence[int]) -> isl.Set:
     """The set ``[0, sizes)``."""
     if not sizes:

@@ -28,6 +28,12 @@ in that level's coordinates, is the sum of the accesses below it plus ``[0, exte
 and passed-in relations of all enclosing blocks. A view's own access may overflow (a halo
 view ``I[3*x - 1]``) as long as no access through it does.
 
+Fresh views (``out fresh O[...]:add``): an aggregating ``out`` view that no child block or
+special of its block uses, and whose instances (points of the blocks between the buffer's
+allocation and the fresh block) store into disjoint elements (isl:
+:func:`stripe.poly.fresh_instances_disjoint`), since each instance starts its elements
+anew.
+
 Speed: name checks are memoised per (subtree, parent context) and bounds checks per
 (levels, refinement chain), so re-verifying after a pass only re-checks what changed;
 bounds first try interval arithmetic over the index ranges and call isl only when that
@@ -58,7 +64,7 @@ from .ir import (
     Statement,
     Store,
 )
-from .poly import Level, NestedDomain, access_sum, nested_domain_of
+from .poly import Level, NestedDomain, access_sum, fresh_instances_disjoint, nested_domain_of
 
 _MEMO = 1 << 14
 
@@ -302,6 +308,11 @@ def _check_bounds(block: Block, path: list[Block], labels: list[str]) -> None:
         if v is not None:
             raise VerifyError(_violation_message(v, what, chain, path, labels),
                               "/".join(labels))
+        if chain[-1].fresh and fresh_instances_disjoint(levels, chain) is False:
+            raise VerifyError(
+                f"fresh refinement '{ref}': two instances of this block (points of the blocks "
+                f"around it) store into the same element of '{chain[0].into}', and each would "
+                "start it anew", "/".join(labels))
     for pos, s in enumerate(block.stmts):
         if isinstance(s, Block):
             _check_bounds(s, path + [s], labels + [_label(s, pos)])

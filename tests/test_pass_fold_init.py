@@ -209,11 +209,29 @@ def test_fresh_view_ignores_what_the_buffer_held() -> None:
 
 
 def test_two_instances_storing_one_element_is_an_error() -> None:
-    """Two instances of the leaf (the parent runs twice) store into the same elements."""
-    program = stale(whole=2, access="i")
+    """Two instances of the leaf (the parent runs twice) store into the same elements: the
+    verifier refuses it (exact, with isl), and so does the interpreter when run anyway."""
+    program = parse_ir(STALE.replace("WHOLE", "2").replace("I_ACCESS", "i"))
+    with pytest.raises(VerifyError, match=r"fresh refinement 'O': two instances") as e:
+        verify(program)
+    assert "main/sums/leaf" in str(e.value)
     with pytest.raises(InterpreterError, match=r"two instances.*fresh refinement 'O'") as e:
         interpret(program, {"A": np.zeros(6, np.float32)})
     assert "main/sums/leaf" in str(e.value)
+
+
+def test_verifier_admits_instances_that_own_their_elements() -> None:
+    """The parent's two points each store into their own half of O (a private buffer per
+    point is also fine: an allocation in the parent)."""
+    text = STALE.replace("block [s:WHOLE]:1", "block [s:3]:3").replace(
+        "            in A[0] fp32:I(6):(1):24 B\n            out O[0] fp32:I(3):(1):12 B\n",
+        "            in A[2*s] fp32:I(2):(1):8 B\n            out O[s] fp32:I(1):(1):4 B\n"
+    ).replace("block [i:3, j:2]:6 ( // leaf", "block [j:2]:2 ( // leaf").replace(
+        "in A[2*i + j]", "in A[j]").replace("I_ACCESS", "0")
+    program = parse_ir(text)
+    verify(program)
+    a = np.arange(6, dtype=np.float32)
+    np.testing.assert_array_equal(interpret(program, {"A": a})["O"], a[0::2] + a[1::2])
 
 
 def test_verifier_refuses_a_fresh_view_that_does_not_aggregate() -> None:
@@ -306,3 +324,42 @@ def test_cache_leaves_fresh_outputs_alone(split: bool) -> None:
     prog = compile_program(after, [("cache", after)])
     prog.fill_byte = 0xFF
     np.testing.assert_allclose(prog(**x)["O"], x["A"] @ x["B"], rtol=1e-5, atol=1e-5)
+
+
+PRIVATE = """#program
+block []:1 ( // prog
+    #user in new A[0] fp32:I(6):(1):24 B
+    #user out new O[0] fp32:I(2):(1):8 B
+) {
+    0: #main
+    block []:1 ( // main
+        in A[0] fp32:I(6):(1):24 B
+        out O[0] fp32:I(2):(1):8 B
+    ) {
+        0: block [s:2]:2 ( // sums
+            in A[3*s] fp32:I(3):(1):12 B
+            out O[s] fp32:I(1):(1):4 B
+            none new T[0] fp32:I(1):(1):4 B
+        ) {
+            0: block [j:3]:3 ( // leaf
+                in A[j] fp32:I(1):(1):4 B
+                out fresh T[0]:add fp32:I(1):(1):4 B
+            ) {
+                0: $a = load(A)
+                1: T = store($a)
+            }
+            1: $t = load(T)
+            2: O = store($t)
+        }
+    }
+}
+"""
+
+
+def test_verifier_admits_one_instance_per_private_buffer() -> None:
+    """T is an allocation of the parent: each of its 2 points has its own, so the 2
+    instances of the leaf store into different buffers."""
+    program = parse_ir(PRIVATE)
+    verify(program)
+    a = np.arange(6, dtype=np.float32)
+    np.testing.assert_array_equal(interpret(program, {"A": a})["O"], [3.0, 12.0])
