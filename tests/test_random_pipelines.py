@@ -2,7 +2,7 @@
 
 A user config may run the pool's passes in any order with any options. This draws a program
 (the random contractions of ``test_random_programs``, or a matmul, convolution, depthwise
-convolution or pooling at odd sizes) and a pipeline drawn from every pass in the pool (some of
+convolution or pooling at odd sizes in float32, float64 or int32) and a pipeline drawn from every pass in the pool (some of
 the passes in a config's usual order, neighbours swapped, others inserted anywhere) with
 drawn options, then runs it through the pass manager with the verifier and
 the reference interpreter after every pass (``check=True``: the same outputs as before the
@@ -66,7 +66,8 @@ def workloads(draw) -> Program:  # type: ignore[no-untyped-def]
         return draw(programs())
     source, shapes = TEMPLATES[draw(st.sampled_from(sorted(TEMPLATES)))]
     sizes = [draw(st.integers(1, 13)) for _ in range(3)]
-    return Program(source, {k: (s, "float32") for k, s in shapes(*sizes).items()})
+    dtype = draw(st.sampled_from(["float32", "float32", "float64", "int32"]))
+    return Program(source, {k: (s, dtype) for k, s in shapes(*sizes).items()})
 
 
 def _options(draw, kind: str) -> dict[str, object]:  # type: ignore[no-untyped-def]
@@ -148,7 +149,8 @@ def test_every_pass_type_gets_options(data: st.DataObject) -> None:
 def test_random_pipeline_keeps_the_meaning(prog: Program, passes: tuple[PassEntry, ...],
                                            seed: int, in_c: int) -> None:
     rng = np.random.default_rng(seed)
-    arrays = {n: rng.standard_normal(s).astype(np.float32) for n, (s, _) in prog.inputs.items()}
+    arrays = {n: rng.integers(-9, 10, s).astype(t) if t == "int32"
+              else rng.standard_normal(s).astype(t) for n, (s, t) in prog.inputs.items()}
     program = stripe.lower(prog.source, arrays)
     config = Config("random", "random", passes=passes)
     final, trace = run_pipeline(program, config, verify=True, check=True, inputs=arrays)
