@@ -1,8 +1,9 @@
 """Random pass pipelines on random programs: every pass keeps the meaning in any order.
 
 A user config may run the pool's passes in any order with any options. This draws a program
-(the random contractions of ``test_random_programs``, or a matmul, convolution, depthwise
-convolution or pooling at odd sizes in float32, float64 or int32) and a pipeline drawn from every pass in the pool (some of
+(the random contractions of ``test_random_programs``, a matmul, convolution, depthwise
+convolution or pooling at odd sizes in float32, float64 or int32, or any op of the shared
+catalogue) and a pipeline drawn from every pass in the pool (some of
 the passes in a config's usual order, neighbours swapped, others inserted anywhere) with
 drawn options, then runs it through the pass manager with the verifier and
 the reference interpreter after every pass (``check=True``: the same outputs as before the
@@ -18,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ops_catalog import OPS, random_array
 from test_random_programs import Program, programs
 
 import stripe
@@ -60,10 +62,18 @@ TEMPLATES = {
 }
 
 
+_RANGES = {op.source: op.ranges for op in OPS}
+_TOLERANCE = {op.source: max(op.rtol, op.atol, 1e-4) for op in OPS}
+
+
 @st.composite
 def workloads(draw) -> Program:  # type: ignore[no-untyped-def]
-    if draw(st.booleans()):
+    kind = draw(st.sampled_from(["random", "template", "catalogue"]))
+    if kind == "random":
         return draw(programs())
+    if kind == "catalogue":  # every op of the shared catalogue: softmax, pooling, gathers...
+        op = draw(st.sampled_from(OPS))
+        return Program(op.source, dict(op.inputs))
     source, shapes = TEMPLATES[draw(st.sampled_from(sorted(TEMPLATES)))]
     sizes = [draw(st.integers(1, 13)) for _ in range(3)]
     dtype = draw(st.sampled_from(["float32", "float32", "float64", "int32"]))
@@ -149,14 +159,18 @@ def test_every_pass_type_gets_options(data: st.DataObject) -> None:
 def test_random_pipeline_keeps_the_meaning(prog: Program, passes: tuple[PassEntry, ...],
                                            seed: int, in_c: int) -> None:
     rng = np.random.default_rng(seed)
-    arrays = {n: rng.integers(-9, 10, s).astype(t) if t == "int32"
-              else rng.standard_normal(s).astype(t) for n, (s, t) in prog.inputs.items()}
+    ranges = _RANGES.get(prog.source, {})
+    arrays = {n: random_array(rng, s, t, *ranges.get(n, (None, None)))
+              for n, (s, t) in prog.inputs.items()}
     program = stripe.lower(prog.source, arrays)
     config = Config("random", "random", passes=passes)
     final, trace = run_pipeline(program, config, verify=True, check=True, inputs=arrays)
-    if in_c == 0:  # one example in four also in C, over an output filled with 0xFF bytes
-        want = stripe.interpret(program, arrays)["O"]
+    if in_c == 0:  # one example in four also in C, over outputs filled with 0xFF bytes
+        want = stripe.interpret(program, arrays)
         compiled = compile_program(final, trace)
         compiled.fill_byte = 0xFF
-        np.testing.assert_allclose(compiled(**arrays)["O"], want, rtol=1e-4, atol=1e-4,
-                                   err_msg=prog.source)
+        got = compiled(**arrays)
+        tol = _TOLERANCE.get(prog.source, 1e-4)
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=tol, atol=tol,
+                                       err_msg=f"{name} of {prog.source}")
