@@ -103,10 +103,13 @@ def _options(draw, kind: str) -> dict[str, object]:  # type: ignore[no-untyped-d
     if kind == "cache":
         dirs = draw(st.lists(st.sampled_from(["in", "out", "inout"]), min_size=1,
                              max_size=3, unique=True))
-        return {"reqs": (pick("tile", "contraction", "microkernel"),), "dirs": tuple(dirs),
+        return {"reqs": (pick("tile", "tile", "tile", "contraction", "microkernel"),),
+                "dirs": tuple(dirs),
                 "mem_loc": "L2", "xfer_loc": "CPU", "row_pad": pick(0, 4)}
     if kind == "hoist":
-        return {"reqs": (pick("tiles", "all"),), "reorder": flag(), "shared_outer": flag()}
+        return {"reqs": (pick("tiles", "tiles", "all"),), "reorder": flag(),
+                "shared_outer": flag(), "output_cost": pick(0.0, 0.5, 1.0),
+                "units": pick(1, 2), "in_place": pick(0, 0, 64)}
     if kind == "fold_init":
         return {"reqs": (pick("contraction", "all"),)}
     if kind == "threads":
