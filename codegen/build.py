@@ -35,6 +35,23 @@ BASE_FLAGS = ("-O3", "-g0", "-fno-wrapv", "-ffp-contract=fast", "-fno-trapping-m
               "-fno-math-errno", "-std=c11", "-Wno-unused-variable",
               "-Wno-unused-but-set-variable")
 
+# STRIPE_SANITIZE=address builds every program with AddressSanitizer, to check that the
+# emitted C stays inside its buffers; Python itself is not instrumented, so the process must
+# preload the runtime (docs/codegen.md#checking-memory-accesses).
+SANITIZERS = {"address": ("-fsanitize=address", "-fno-omit-frame-pointer")}
+
+
+def sanitizer_flags() -> tuple[str, ...]:
+    """The flags ``STRIPE_SANITIZE`` asks for (none when unset)."""
+    name = os.environ.get("STRIPE_SANITIZE", "")
+    if not name:
+        return ()
+    if name not in SANITIZERS:
+        raise StripeError(f"STRIPE_SANITIZE={name!r} is not a sanitizer stripe knows; valid "
+                          f"values: {', '.join(sorted(SANITIZERS))} (or unset)")
+    return SANITIZERS[name]
+
+
 # How many times the C compiler ran in this process (tests use it to check cache hits).
 build_count = 0
 
@@ -146,7 +163,8 @@ def missing_cpu_features(flags: tuple[str, ...]) -> list[str]:
 
 def build(source: str, flags: tuple[str, ...] = (), openmp: bool = False) -> ModuleType:
     """The cffi extension module for ``source`` (from the cache when present)."""
-    all_flags = BASE_FLAGS + tuple(flags) + (("-fopenmp",) if openmp else ())
+    all_flags = (BASE_FLAGS + sanitizer_flags() + tuple(flags)
+                 + (("-fopenmp",) if openmp else ()))
     key = cache_key(source, all_flags)
     name = f"_stripe_{key}"
     if name in _loaded:
