@@ -691,18 +691,27 @@ def store_image(t: Touch, instances: int) -> isl.Map | None:
     nest = nested_domain(t.path)
     if nest.space.params:
         return None
-    names = nest.space.isl_names()
     outer = {scoped_name(i.name, d) for d in range(instances) for i in t.path[d].idxs}
-    inst = [names[v] for v in nest.space.dims if v in outer]
-    inner = [names[v] for v in nest.space.dims if v not in outer]
-    coords = access_sum(nest, t.refs, 0)
-    outs = ", ".join(f"o{d}" for d in range(len(coords)))
+    return _image(nest, [v for v in nest.space.dims if v in outer], [],
+                  access_sum(nest, t.refs, 0))
+
+
+def _image(nest: NestedDomain, ins: Sequence[str], kept: Sequence[str],
+           coords: Sequence[Affine]) -> isl.Map:
+    """``{ [ins] -> [kept, coords] }`` over the points of ``nest`` (its other dimensions
+    existential): ``ins`` and ``kept`` are dimensions of ``nest``, ``kept`` also among
+    ``ins``, and ``coords`` affines of its dimensions."""
+    names = nest.space.isl_names()
+    inner = [names[v] for v in nest.space.dims if v not in ins]
+    outs = [f"o{d}" for d in range(len(coords))]
     conds = [f"{affine_text(c, names)} >= 0" for c in nest.constraints]
-    conds += [f"o{d} = {affine_text(c, names)}" for d, c in enumerate(coords)]
+    conds += [f"{o} = {affine_text(c, names)}" for o, c in zip(outs, coords)]
     body = " and ".join(conds) if conds else "true"
     if inner:
         body = f"exists ({', '.join(inner)} : {body})"
-    return isl.Map.read_from_str(_CTX, f"{{ [{', '.join(inst)}] -> [{outs}] : {body} }}")
+    dom = ", ".join(names[v] for v in ins)
+    rng = ", ".join([names[v] for v in kept] + outs)
+    return isl.Map.read_from_str(_CTX, f"{{ [{dom}] -> [{rng}] : {body} }}")
 
 
 @lru_cache(maxsize=_MEMO)
@@ -719,25 +728,16 @@ def fresh_instances_disjoint(levels: tuple[Level, ...],
     nest = nested_domain_of(levels)
     if nest.space.params:
         return None
-    names = nest.space.isl_names()
     first = len(levels) - len(chain)  # the allocation's level
     key = {scoped_name(i.name, d) for d in range(first + 1) for i in levels[d].idxs}
     inst = {scoped_name(i.name, d) for d in range(first + 1, len(levels) - 1)
             for i in levels[d].idxs}
-    keys = [names[v] for v in nest.space.dims if v in key]
-    insts = [names[v] for v in nest.space.dims if v in inst]
-    inner = [names[v] for v in nest.space.dims if v not in key and v not in inst]
-    if not insts:
+    if not inst:
         return True  # one instance per buffer
-    coords = access_sum(nest, chain, 0)
-    outs = [f"o{d}" for d in range(len(coords))]
-    conds = [f"{affine_text(c, names)} >= 0" for c in nest.constraints]
-    conds += [f"{o} = {affine_text(c, names)}" for o, c in zip(outs, coords)]
-    body = " and ".join(conds) if conds else "true"
-    if inner:
-        body = f"exists ({', '.join(inner)} : {body})"
-    text = f"{{ [{', '.join(keys + insts)}] -> [{', '.join(keys + outs)}] : {body} }}"
-    return bool(isl.Map.read_from_str(_CTX, text).reverse().is_single_valued())
+    keys = [v for v in nest.space.dims if v in key]
+    ins = keys + [v for v in nest.space.dims if v in inst]
+    image = _image(nest, ins, keys, access_sum(nest, chain, 0))
+    return bool(image.reverse().is_single_valued())
 
 
 def _box(sizes: Sequence[int]) -> isl.Set:
