@@ -282,6 +282,18 @@ def test_docs_example_is_the_pass_output() -> None:
     assert shown == [print_ir(before.sub_blocks[0]), print_ir(after.sub_blocks[0])]
 
 
+def assert_matmul_in_c(program: Block, seed: int) -> None:
+    """``program`` (a matmul ``O = A @ B``) in C, over an output of 0xFF bytes (NaN), equals
+    numpy on random inputs."""
+    (m, k), (_, n) = (r.shape.sizes for r in program.refs if r.into in ("A", "B"))
+    rng = np.random.default_rng(seed)
+    x = {"A": rng.standard_normal((m, k)).astype(np.float32),
+         "B": rng.standard_normal((k, n)).astype(np.float32)}
+    prog = compile_program(program, [("passes", program)])
+    prog.fill_byte = 0xFF
+    np.testing.assert_allclose(prog(**x)["O"], x["A"] @ x["B"], rtol=1e-5, atol=1e-5)
+
+
 def test_threads_after_fold_init_keeps_the_inner_view_fresh() -> None:
     """threads splits output indexes only: each thread's share is an instance of the inner
     block, which keeps the fresh view (the outer block only passes it down). The C code
@@ -290,11 +302,7 @@ def test_threads_after_fold_init_keeps_the_inner_view_fresh() -> None:
     after = run_and_check(threads.run, folded,
                           threads.Options(reqs=("kernel",), num_threads=2, min_work=1))
     assert fresh_views(after) == ["kernel_1_inner.O"]
-    x = {"A": np.random.default_rng(5).standard_normal((64, 33)).astype(np.float32),
-         "B": np.random.default_rng(6).standard_normal((33, 40)).astype(np.float32)}
-    prog = compile_program(after, [("threads", after)])
-    prog.fill_byte = 0xFF
-    np.testing.assert_allclose(prog(**x)["O"], x["A"] @ x["B"], rtol=1e-5, atol=1e-5)
+    assert_matmul_in_c(after, seed=5)
 
 
 def test_tiling_a_fresh_blocks_reduction_is_refused() -> None:
@@ -319,11 +327,7 @@ def test_cache_leaves_fresh_outputs_alone(split: bool) -> None:
     caches = sorted(r.into for _, b in after.walk() for r in b.refs
                     if r.is_alloc and r.into.endswith("_l1"))
     assert caches == ["A_l1", "B_l1"]
-    x = {"A": np.random.default_rng(7).standard_normal((12, 7)).astype(np.float32),
-         "B": np.random.default_rng(8).standard_normal((7, 9)).astype(np.float32)}
-    prog = compile_program(after, [("cache", after)])
-    prog.fill_byte = 0xFF
-    np.testing.assert_allclose(prog(**x)["O"], x["A"] @ x["B"], rtol=1e-5, atol=1e-5)
+    assert_matmul_in_c(after, seed=7)
 
 
 
