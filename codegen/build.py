@@ -31,9 +31,11 @@ CDEF = ("void stripe_run(void **args); void stripe_stats(int64_t *out); "
 # and indexes a block declares but never uses are normal in emitted code: no warnings.
 # -g0: Python's own CFLAGS (which cffi passes first) ask for debug info, which took a third
 # of gcc's time on the larger programs (a 112x112x32 depthwise convolution: 2.0 -> 1.3 s).
+# -fno-predictive-commoning: gcc 12's predictive commoning invents stores in OpenMP loops,
+# onto another thread's part of a buffer (docs/codegen.md#flags, tests/test_pass_threads.py).
 BASE_FLAGS = ("-O3", "-g0", "-fno-wrapv", "-ffp-contract=fast", "-fno-trapping-math",
-              "-fno-math-errno", "-std=c11", "-Wno-unused-variable",
-              "-Wno-unused-but-set-variable")
+              "-fno-math-errno", "-fno-predictive-commoning", "-std=c11",
+              "-Wno-unused-variable", "-Wno-unused-but-set-variable")
 
 # STRIPE_SANITIZE=address builds every program with AddressSanitizer, to check that the
 # emitted C stays inside its buffers; Python itself is not instrumented, so the process must
