@@ -233,8 +233,7 @@ class _Emitter:
     def track_peak(self, memory: str, amount: int) -> None:
         cur = self.stats.setdefault(f"{memory}.live_bytes", len(self.stats))
         peak = self.stats.setdefault(f"{memory}.peak_bytes", len(self.stats))
-        self.line(f"stripe_counters[{cur}] += {amount}; if (stripe_counters[{cur}] > "
-                  f"stripe_counters[{peak}]) stripe_counters[{peak}] = stripe_counters[{cur}];")
+        self.line(f"stripe_live({cur}, {peak}, {amount});")
 
     # text helpers ---------------------------------------------------------------------------
     def fresh(self, prefix: str) -> str:
@@ -929,7 +928,7 @@ class _Emitter:
                 nbytes = span * r.dtype.itemsize
                 self.track_peak(memory, nbytes)
                 live = self.stats[f"{memory}.live_bytes"]
-                frees.append(f"stripe_counters[{live}] -= {nbytes};")
+                frees.append(f"stripe_live({live}, -1, -{nbytes});")
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
                                        r.agg_op, memory, cname)
         return frees
@@ -1080,6 +1079,14 @@ def _stats_functions(n: int) -> str:
             f"static inline void stripe_flush(const int64_t *lc) {{ for (int k = 0; k < {n}; "
             f"++k) if (lc[k]) __atomic_fetch_add(&stripe_counters[k], lc[k], "
             f"__ATOMIC_RELAXED); }}\n"
+            # live bytes of a memory, and their peak: allocations inside parallel loops
+            # run on several threads at once, so both are updated atomically
+            f"__attribute__((unused)) static inline void stripe_live(int cur, int peak, "
+            f"int64_t amount) {{ int64_t now = __atomic_add_fetch(&stripe_counters[cur], "
+            f"amount, __ATOMIC_RELAXED); if (peak < 0) return; int64_t old = "
+            f"__atomic_load_n(&stripe_counters[peak], __ATOMIC_RELAXED); while (now > old && "
+            f"!__atomic_compare_exchange_n(&stripe_counters[peak], &old, now, 1, "
+            f"__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {{}} }}\n"
             f"void stripe_stats(int64_t *out) {{ for (int k = 0; k < {n}; ++k) "
             f"out[k] = stripe_counters[k]; }}\n"
             f"void stripe_reset_stats(void) {{ for (int k = 0; k < {max(n, 1)}; ++k) "

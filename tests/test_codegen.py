@@ -232,6 +232,24 @@ def test_stats_count_what_the_program_moved(cache, rng):
     assert prog.stats()["SRAM"]["bytes_in"] == 48  # counters restart with every call
 
 
+def test_stats_of_allocations_inside_a_parallel_loop(cache, rng):
+    """Each thread's located allocation updates the shared live and peak counters at once;
+    the updates are atomic (once a plain read-modify-write: a data race)."""
+    from stripe.irparser import parse_ir
+
+    threaded = SRAM_PROGRAM.replace("0: #kernel\n", "0: #kernel #threads\n")
+    prog = compile_program(parse_ir(threaded))
+    body = prog.c_source.split("void stripe_run")[1]
+    assert "#pragma omp parallel for" in body
+    assert "stripe_counters[" not in body  # every update goes through the atomic helpers
+    x = rng.standard_normal(12).astype(np.float32)
+    for _ in range(200):
+        np.testing.assert_array_equal(prog(X=x)["Y"], x * x)
+        sram = prog.stats()["SRAM"]
+        assert sram["bytes_in"] == 48 and sram["transfers"] == 3
+        assert sram["peak_bytes"] in (16, 32, 48)  # one tile per thread live at a time
+
+
 def test_stats_are_empty_for_a_plain_program(cache):
     prog = compile_program(matmul(3, 4, 5))
     prog(A=np.zeros((3, 4), np.float32), B=np.zeros((4, 5), np.float32))

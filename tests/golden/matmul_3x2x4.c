@@ -157,6 +157,7 @@ static inline int64_t stripe_ipow(int64_t b, int64_t e) {
 #define STRIPE_NSTATS 1
 static int64_t stripe_counters[1];
 static inline void stripe_flush(const int64_t *lc) { for (int k = 0; k < 0; ++k) if (lc[k]) __atomic_fetch_add(&stripe_counters[k], lc[k], __ATOMIC_RELAXED); }
+__attribute__((unused)) static inline void stripe_live(int cur, int peak, int64_t amount) { int64_t now = __atomic_add_fetch(&stripe_counters[cur], amount, __ATOMIC_RELAXED); if (peak < 0) return; int64_t old = __atomic_load_n(&stripe_counters[peak], __ATOMIC_RELAXED); while (now > old && !__atomic_compare_exchange_n(&stripe_counters[peak], &old, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} }
 void stripe_stats(int64_t *out) { for (int k = 0; k < 0; ++k) out[k] = stripe_counters[k]; }
 void stripe_reset_stats(void) { for (int k = 0; k < 1; ++k) stripe_counters[k] = 0; }
 
