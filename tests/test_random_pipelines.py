@@ -18,7 +18,7 @@ more.
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from ops_catalog import OPS, random_array
 from test_random_programs import Program, programs
@@ -182,3 +182,60 @@ def test_random_pipeline_keeps_the_meaning(prog: Program, passes: tuple[PassEntr
             for name in want:
                 np.testing.assert_allclose(got[name], want[name], rtol=tol, atol=tol,
                                            err_msg=f"{name} of {prog.source}")
+
+
+@st.composite
+def hoist_pipelines(draw) -> tuple[PassEntry, ...]:  # type: ignore[no-untyped-def]
+    """Tiles with packed inputs, which is what ``hoist`` works on, then ``hoist`` with drawn
+    options and sometimes the passes a config runs after it."""
+    pick = lambda *xs: draw(st.sampled_from(xs))  # noqa: E731
+    steps: list[tuple[str, dict[str, object]]] = []
+    if draw(st.booleans()):
+        steps.append(("pad", _options(draw, "pad")))
+    steps += [
+        ("autotile", {"reqs": ("contraction",), "outer_set": ("tiles",),
+                      "inner_set": ("tile", "contraction"),
+                      "max_total_size": pick(256, 1024, 4096),
+                      "min_split_range": pick(1, 8), "only_po2": draw(st.booleans()),
+                      "acc_idxs": draw(st.booleans())}),
+        ("cache", {"reqs": ("tile",), "dirs": ("in",), "mem_loc": "L2", "xfer_loc": "CPU",
+                   "row_pad": pick(0, 4)}),
+        ("hoist", {**_options(draw, "hoist"), "reqs": ("tiles",)}),
+    ]
+    steps += [(kind, _options(draw, kind))
+              for kind in ("stencil", "fold_init", "threads") if draw(st.booleans())]
+    return tuple(PassEntry(f"{kind}_{k}", kind, REGISTRY[kind].options(**opts))
+                 for k, (kind, opts) in enumerate(steps))
+
+
+@settings(max_examples=_EXAMPLES // 3, deadline=None, derandomize=_EXAMPLES == 150,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(template=st.sampled_from(["matmul", "matmul_relu", "conv", "depthwise"]),
+       sizes=st.tuples(*[st.integers(4, 40)] * 3),
+       dtype=st.sampled_from(["float32", "float64", "int32"]),
+       passes=hoist_pipelines(), seed=st.integers(0, 2**16), in_c=st.booleans())
+def test_hoist_on_random_packed_tiles(template: str, sizes: tuple[int, int, int], dtype: str,
+                                      passes: tuple[PassEntry, ...], seed: int,
+                                      in_c: bool) -> None:
+    """``hoist`` on tiles large enough to have several tile loops (the main test's programs
+    rarely do): verifier and interpreter after every pass, and C."""
+    source, shapes = TEMPLATES[template]
+    rng = np.random.default_rng(seed)
+    arrays = {n: random_array(rng, s, dtype) for n, s in shapes(*sizes).items()}
+    program = stripe.lower(source, arrays)
+    final, trace = run_pipeline(program, Config("hoist", "hoist", passes=passes),
+                                verify=True, check=True, inputs=arrays)
+    names = [name for name, _ in trace]
+    k = next(i for i, e in enumerate(passes) if e.type == "hoist")
+    event("hoist changed the program" if trace[k + 1][1] is not trace[k][1]
+          else "hoist left the program alone")
+    assert names[0] == "lower" and len(names) == len(passes) + 1
+    if in_c:
+        want = stripe.interpret(program, arrays)
+        compiled = compile_program(final, trace)
+        compiled.fill_byte = 0xFF
+        for _ in range(_THREADED_CALLS if "#pragma omp" in compiled.c_source else 1):
+            got = compiled(**arrays)
+            for name in want:
+                np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4,
+                                           err_msg=f"{name} of {source}")
