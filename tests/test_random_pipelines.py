@@ -11,6 +11,9 @@ pass). The interpreter starts new memory at NaN, so a pass that drops or misplac
 initialisation is caught. Some examples are also compiled to C and compared, threaded
 ones over several calls.
 
+``test_hoist_on_random_packed_tiles`` draws larger matmuls and convolutions, tiled and
+packed, for ``hoist``, which the first test's small programs rarely give work to.
+
 The default example count is small for CI; ``pytest --hypothesis-profile=long`` draws many
 more.
 """
