@@ -24,7 +24,7 @@ from types import ModuleType
 
 from stripe.errors import StripeError
 
-CDEF = ("void stripe_run(void **args); void stripe_stats(int64_t *out); "
+CDEF = ("int stripe_run(void **args); void stripe_stats(int64_t *out); "
         "void stripe_reset_stats(void);")
 # -fno-trapping-math and -fno-math-errno change no result (nothing reads FP exception flags
 # or errno) but let gcc if-convert float selections (relu, max) and vectorise sqrt. Views

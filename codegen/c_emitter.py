@@ -7,8 +7,10 @@ and only when it is a plain identifier.
 
 Mapping (see ``docs/codegen.md``):
 
-* the ``#program`` block becomes ``void stripe_run(void **args)``: its ``user`` buffers arrive
+* the ``#program`` block becomes ``int stripe_run(void **args)``: its ``user`` buffers arrive
   in ``args`` (inputs then outputs, in refinement order), ``tmp`` buffers are ``calloc``-ed;
+  it returns 1, with every buffer it allocated freed, when an allocation failed (0 when it
+  ran);
 * a block becomes a loop nest over its indexes (64-bit), a constraint with one index becomes
   a tightened loop bound, any other constraint a guard placed right after the loop of its
   innermost index;
@@ -289,15 +291,25 @@ class _Emitter:
             self.program_buffers.add(cname)
         if root.idxs or root.constraints:
             raise IRError("the program block must have no indexes or constraints", root.name)
+        if frees:  # out of memory: free what was allocated and report it, run nothing
+            self.open(f"if ({' || '.join(f'!{c}' for c in frees)})")
+            for cname in frees:
+                self.line(f"free({cname});")
+            self.line("return 1;")
+            self.close()
+        # set (by any thread) when an allocation inside the program fails; that point's
+        # work is skipped and the call reports the failure
+        self.line("int stripe_failed = 0;")
         self.line("int64_t stripe_lc[STRIPE_NSTATS] = {0};")
         self.body_of(root, scope, path=root.name)
         self.line("stripe_flush(stripe_lc);")
         for cname in frees:
             self.line(f"free({cname});")
+        self.line("return stripe_failed;")
         body = "\n".join(self.lines)
         names = tuple(self.stats)
         source = (f"{PRELUDE}\n{_stats_functions(len(names))}\n"
-                  f"void stripe_run(void **args) {{\n{body}\n}}\n")
+                  f"int stripe_run(void **args) {{\n{body}\n}}\n")
         return CProgram(source, tuple(buffers), self.uses_openmp, names)
 
     # blocks ---------------------------------------------------------------------------------
@@ -317,6 +329,9 @@ class _Emitter:
         self.count_entry(b, outer)
         if not threaded:
             frees = self.allocations(b, outer, scope)
+        guarded = 0
+        if not threaded and frees:
+            guarded = self.allocated_guard(frees)
         collapse = self.collapse_count(b, loops, bounds, guards) if threaded else 0
         for ix in fixed:
             val = self.fresh("x")
@@ -368,6 +383,8 @@ class _Emitter:
                 opened += 1
         if threaded:
             frees = self.allocations(b, outer, scope)
+            if frees:
+                guarded = self.allocated_guard(frees)
         if threaded:  # one tally per iteration (a thread's share), flushed when it ends
             self.open("")
             self.line("int64_t stripe_lc[STRIPE_NSTATS] = {0};")
@@ -389,12 +406,26 @@ class _Emitter:
         if threaded:
             self.line("stripe_flush(stripe_lc);")
             self.close()
+            self.close(guarded)
         for text in frees if threaded else ():
             self.line(text)
         self.close(opened)
+        if not threaded:
+            self.close(guarded)
         for text in frees if not threaded else ():
             self.line(text)
         self.close()
+
+    def allocated_guard(self, frees: list[str]) -> int:
+        """Open ``if`` every heap allocation of ``frees`` succeeded (``else`` records the
+        failure, and the point's work is skipped); returns the number of blocks opened."""
+        names = [t[len("free("):-len(");")] for t in frees if t.startswith("free(")]
+        if not names:
+            return 0
+        self.line(f"if ({' || '.join(f'!{n}' for n in names)}) "
+                  f"__atomic_store_n(&stripe_failed, 1, __ATOMIC_RELAXED);")
+        self.open("else")
+        return 1
 
     def row_start(self, w: Refinement, bound: _Bounds, scope: _Scope) -> tuple[str, str, str]:
         """Declare the accumulator row of ``w`` (see :func:`row_accumulator`) over the

@@ -129,7 +129,10 @@ class Program:
             flats.append(flat)
             args[k] = ffi.from_buffer(flat) if flat.size else ffi.NULL
         lib.stripe_reset_stats()
-        lib.stripe_run(args)
+        if lib.stripe_run(args):
+            raise MemoryError("the compiled program ran out of memory: allocating one of "
+                              "its temporary buffers (a tmp buffer of the program or a "
+                              "tile's local buffer) failed, so its outputs are not valid")
         result = {}
         for (spec, _, span, dense), flat in zip(self._plan, flats):
             if not spec.is_output:

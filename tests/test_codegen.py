@@ -159,12 +159,12 @@ def test_threads_tag_never_parallelises_a_reduction(cache):
     zero, mm = main.stmts  # index order k, m, n: k leads and is a reduction
     threaded = prog_ir.replace(stmts=(main.replace(
         stmts=(zero, mm.replace(tags=mm.tags | {"threads"}))),))
-    assert "omp" not in emit_c(threaded).source.split("void stripe_run")[1]
+    assert "omp" not in emit_c(threaded).source.split("int stripe_run")[1]
 
 
 def test_compiler_failure_keeps_the_source_and_the_message(cache):
     with pytest.raises(build_mod.CompileError) as e:
-        build_mod.build("void stripe_run(void **args) { this is not C; }")
+        build_mod.build("int stripe_run(void **args) { this is not C; }")
     assert Path(e.value.c_path).exists()
     assert "error" in e.value.log.lower()
 
@@ -239,7 +239,7 @@ def test_stats_of_allocations_inside_a_parallel_loop(cache, rng):
 
     threaded = SRAM_PROGRAM.replace("0: #kernel\n", "0: #kernel #threads\n")
     prog = compile_program(parse_ir(threaded))
-    body = prog.c_source.split("void stripe_run")[1]
+    body = prog.c_source.split("int stripe_run")[1]
     assert "#pragma omp parallel for" in body
     assert "stripe_counters[" not in body  # every update goes through the atomic helpers
     x = rng.standard_normal(12).astype(np.float32)
@@ -325,7 +325,7 @@ def test_a_corrupt_compile_cache_entry_is_ignored(cache):
     [entry] = list(cache.glob("_pipeline_*.json"))
     entry.write_text(entry.read_text().replace("stripe_run", "stripe_ruin"))
     prog = stripe.compile(src, specs, target="cpu_avx2")
-    assert "void stripe_run" in prog.c_source
+    assert "int stripe_run" in prog.c_source
     np.testing.assert_allclose(prog(A=np.ones(20, np.float32))["B"], np.ones(20))
 
 
@@ -409,3 +409,29 @@ def test_padded_convolution_input_is_not_zeroed_before_its_fill(cache):
                                 "F": np.zeros((3, 3, 64, 64), np.float32)}, target="cpu_avx2")
     assert "I_pad" in prog.c_source and "calloc(" not in prog.c_source
     assert "wholly written before any read" in prog.c_source
+
+
+@pytest.mark.parametrize("where", ["tile", "threaded tile", "program"])
+def test_a_failed_allocation_is_a_memory_error_not_a_crash(cache, where):
+    """A buffer larger than the address space (2^50 floats): the C code frees what it holds
+    and reports it (it used to write through the null pointer: a segfault, with threads);
+    the process goes on."""
+    from stripe.irparser import parse_ir
+
+    big = 1 << 50
+    text = SRAM_PROGRAM
+    if where == "program":
+        text = text.replace("#user out new Y[0] fp32:I(12):(1)\n",
+                            f"#user out new Y[0] fp32:I(12):(1)\n    #tmp none new T[0] "
+                            f"fp32:I({big}):(1)\n")
+    else:
+        text = text.replace("S<SRAM[t]>@0x40[0] fp32:I(4):(1)",
+                            f"S<SRAM[t]>@0x40[0] fp32:I({big}):(1)")
+    if where == "threaded tile":
+        text = text.replace("0: #kernel\n", "0: #kernel #threads\n")
+    assert text != SRAM_PROGRAM
+    prog = compile_program(parse_ir(text))
+    x = np.arange(12, dtype=np.float32)
+    with pytest.raises(MemoryError, match="ran out of memory"):
+        prog(X=x)
+    np.testing.assert_array_equal(compile_program(parse_ir(SRAM_PROGRAM))(X=x)["Y"], x * x)

@@ -54,12 +54,13 @@ def test_a_write_past_a_buffer_is_reported(tmp_path: Path) -> None:
         #include <stdlib.h>
         void stripe_stats(int64_t *out) {}
         void stripe_reset_stats(void) {}
-        void stripe_run(void **args) {
+        int stripe_run(void **args) {
             float *p = (float *)malloc(16 * sizeof(float));
             volatile int64_t k = 16;
             p[k] = 1.0f;
             ((float *)args[0])[0] = p[k];
             free(p);
+            return 0;
         }
         '''
         m = build(src)

@@ -161,10 +161,11 @@ __attribute__((unused)) static inline void stripe_live(int cur, int peak, int64_
 void stripe_stats(int64_t *out) { for (int k = 0; k < 0; ++k) out[k] = stripe_counters[k]; }
 void stripe_reset_stats(void) { for (int k = 0; k < 1; ++k) stripe_counters[k] = 0; }
 
-void stripe_run(void **args) {
+int stripe_run(void **args) {
     float *restrict b0 = (float *)args[0];  /* A */
     float *restrict b1 = (float *)args[1];  /* B */
     float *restrict b2 = (float *)args[2];  /* C */
+    int stripe_failed = 0;
     int64_t stripe_lc[STRIPE_NSTATS] = {0};
     {  /* block main */
         float *v0 = b0 + (INT64_C(0));  /* A */
@@ -202,4 +203,5 @@ void stripe_run(void **args) {
         }
     }
     stripe_flush(stripe_lc);
+    return stripe_failed;
 }
