@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(describe_configs())
             return 0
         return {"show": _cmd_show, "run": _cmd_run, "compile": _cmd_compile}[args.cmd](args)
-    except StripeError as e:
+    except (StripeError, MemoryError) as e:  # MemoryError: the compiled program's buffers
         if args.debug:
             raise
         print(f"stripe: error: {e}", file=sys.stderr)

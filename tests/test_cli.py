@@ -49,6 +49,8 @@ def test_input_spec_parsing():
       "--input", "F=3x3x3x5:float32"], "I"),
     (["run", str(EXAMPLES / "conv2d.tile"), *CONV, "--target", "nowhere"],
      "valid configs: cpu_avx2"),
+    (["run", str(EXAMPLES / "matmul.tile"), "--input", "A=100000000x100000000:float32",
+      "--input", "B=100000000x3:float32"], "Unable to allocate"),  # MemoryError
 ])
 def test_errors_are_one_line_and_exit_2(argv, message, capsys):
     assert main(argv) == 2
