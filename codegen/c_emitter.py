@@ -327,11 +327,10 @@ class _Emitter:
         opened = 0
         frees: list[str] = []
         self.count_entry(b, outer)
+        guarded = 0  # blocks opened by the check of the heap allocations
         if not threaded:
-            frees = self.allocations(b, outer, scope)
-        guarded = 0
-        if not threaded and frees:
-            guarded = self.allocated_guard(frees)
+            frees, heap = self.allocations(b, outer, scope)
+            guarded = self.allocated_guard(heap)
         collapse = self.collapse_count(b, loops, bounds, guards) if threaded else 0
         for ix in fixed:
             val = self.fresh("x")
@@ -382,9 +381,8 @@ class _Emitter:
                 self.open(f"if ({self.affine(g, scope)} >= 0)")
                 opened += 1
         if threaded:
-            frees = self.allocations(b, outer, scope)
-            if frees:
-                guarded = self.allocated_guard(frees)
+            frees, heap = self.allocations(b, outer, scope)
+            guarded = self.allocated_guard(heap)
         if threaded:  # one tally per iteration (a thread's share), flushed when it ends
             self.open("")
             self.line("int64_t stripe_lc[STRIPE_NSTATS] = {0};")
@@ -416,10 +414,9 @@ class _Emitter:
             self.line(text)
         self.close()
 
-    def allocated_guard(self, frees: list[str]) -> int:
-        """Open ``if`` every heap allocation of ``frees`` succeeded (``else`` records the
+    def allocated_guard(self, names: list[str]) -> int:
+        """Open ``if`` the heap allocations ``names`` all succeeded (``else`` records the
         failure, and the point's work is skipped); returns the number of blocks opened."""
-        names = [t[len("free("):-len(");")] for t in frees if t.startswith("free(")]
         if not names:
             return 0
         self.line(f"if ({' || '.join(f'!{n}' for n in names)}) "
@@ -936,8 +933,12 @@ class _Emitter:
                 break
         return n
 
-    def allocations(self, b: Block, outer: _Scope, scope: _Scope) -> list[str]:
-        frees = []
+    def allocations(self, b: Block, outer: _Scope,
+                    scope: _Scope) -> tuple[list[str], list[str]]:
+        """Declare ``b``'s allocations; returns the statements that release them (after the
+        block's work) and the names of those on the heap (to check for a failed allocation)."""
+        frees: list[str] = []
+        heap: list[str] = []
         for r in b.refs:
             if not r.is_alloc:
                 continue
@@ -954,6 +955,7 @@ class _Emitter:
                 self.line(f"{ctype} *{cname} = ({ctype} *)aligned_alloc(64, {nbytes});"
                           f"  /* {comment_name(r.into)} */")
                 frees.append(f"free({cname});")
+                heap.append(cname)
             memory = r.location.name or MAIN_MEMORY
             if r.location.name:
                 nbytes = span * r.dtype.itemsize
@@ -962,7 +964,7 @@ class _Emitter:
                 frees.append(f"stripe_live({live}, -1, -{nbytes});")
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
                                        r.agg_op, memory, cname)
-        return frees
+        return frees, heap
 
     def views(self, b: Block, outer: _Scope, scope: _Scope, path: str) -> None:
         for r in b.refs:
