@@ -159,7 +159,6 @@ def test_two_openmp_threads_give_the_numpy_result(tmp_path: Path):
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
-
 def test_threaded_pad_fills_keep_each_others_writes(tmp_path: Path):
     """gcc 12's predictive commoning once stored stale values over the other thread's half of
     a pad fill split by columns (docs/codegen.md#flags). The race is timing-dependent: without
@@ -202,6 +201,7 @@ def test_threaded_pad_fills_keep_each_others_writes(tmp_path: Path):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "bad 0"
+
 
 def test_reductions_are_never_threaded():
     op = OPS_BY_NAME["sum_all"]
