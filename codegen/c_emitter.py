@@ -9,8 +9,8 @@ Mapping (see ``docs/codegen.md``):
 
 * the ``#program`` block becomes ``int stripe_run(void **args)``: its ``user`` buffers arrive
   in ``args`` (inputs then outputs, in refinement order), ``tmp`` buffers are ``calloc``-ed;
-  it returns 1, with every buffer it allocated freed, when an allocation failed (0 when it
-  ran);
+  it returns 0, or ``k + 1`` when the k-th checked heap allocation (``CProgram.allocations``)
+  failed (for a program buffer, with every buffer it allocated freed, before running);
 * a block becomes a loop nest over its indexes (64-bit), a constraint with one index becomes
   a tightened loop bound, any other constraint a guard placed right after the loop of its
   innermost index;
@@ -122,6 +122,8 @@ class CProgram:
     buffers: tuple[BufferSpec, ...]  # argument order of stripe_run
     uses_openmp: bool
     stat_names: tuple[str, ...] = ()  # run-time counters, in stripe_counters order
+    # the checked heap allocations: stripe_run returns k + 1 when the k-th one failed
+    allocations: tuple[str, ...] = ()
 
     @property
     def inputs(self) -> tuple[BufferSpec, ...]:
@@ -224,6 +226,7 @@ class _Emitter:
         self.counters: dict[str, int] = {}
         self.uses_openmp = False
         self.stats: dict[str, int] = {}  # "SRAM.bytes_in" -> slot in stripe_counters
+        self.heap: list[str] = []  # what each checked allocation is, for the error message
 
     def count(self, name: str, amount: str | int) -> None:
         """Emit code that adds ``amount`` to run-time counter ``name``: to the thread's own
@@ -260,6 +263,7 @@ class _Emitter:
         scope = _Scope()
         buffers: list[BufferSpec] = []
         frees: list[str] = []
+        codes: list[int] = []
         user = [r for r in root.refs if r.is_alloc and r.dir is not RefDir.NONE]
         for k, r in enumerate(user):
             cname = self.fresh("b")
@@ -286,16 +290,20 @@ class _Emitter:
                 self.line(f"{ctype} *{cname} = ({ctype} *)calloc({max(r.shape.span, 1)}, "
                           f"sizeof({ctype}));  /* {comment_name(r.into)} */")
             frees.append(cname)
+            codes.append(self.heap_code(f"the program's tmp buffer '{r.into}'",
+                                        max(r.shape.span, 1) * r.dtype.itemsize))
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
                                        memory=r.location.name or MAIN_MEMORY, root=cname)
             self.program_buffers.add(cname)
         if root.idxs or root.constraints:
             raise IRError("the program block must have no indexes or constraints", root.name)
         if frees:  # out of memory: free what was allocated and report it, run nothing
-            self.open(f"if ({' || '.join(f'!{c}' for c in frees)})")
+            first = " : ".join(f"!{c} ? {code}" for c, code in zip(frees, codes))
+            self.line(f"const int stripe_oom = {first} : 0;")
+            self.open("if (stripe_oom)")
             for cname in frees:
                 self.line(f"free({cname});")
-            self.line("return 1;")
+            self.line("return stripe_oom;")
             self.close()
         # set (by any thread) when an allocation inside the program fails; that point's
         # work is skipped and the call reports the failure
@@ -310,7 +318,7 @@ class _Emitter:
         names = tuple(self.stats)
         source = (f"{PRELUDE}\n{_stats_functions(len(names))}\n"
                   f"int stripe_run(void **args) {{\n{body}\n}}\n")
-        return CProgram(source, tuple(buffers), self.uses_openmp, names)
+        return CProgram(source, tuple(buffers), self.uses_openmp, names, tuple(self.heap))
 
     # blocks ---------------------------------------------------------------------------------
     def block(self, b: Block, outer: _Scope, path: str) -> None:
@@ -414,14 +422,21 @@ class _Emitter:
             self.line(text)
         self.close()
 
-    def allocated_guard(self, names: list[str]) -> int:
-        """Open ``if`` the heap allocations ``names`` all succeeded (``else`` records the
-        failure, and the point's work is skipped); returns the number of blocks opened."""
-        if not names:
+    def heap_code(self, what: str, nbytes: int) -> int:
+        """The code ``stripe_run`` returns when the allocation ``what`` fails."""
+        self.heap.append(f"{what} ({_byte_size(nbytes)})")
+        return len(self.heap)
+
+    def allocated_guard(self, heap: list[tuple[str, int]]) -> int:
+        """Open ``if`` the heap allocations ``heap`` (name, code) all succeeded (``else``
+        records the failure, and the point's work is skipped); returns the number of blocks
+        opened."""
+        if not heap:
             return 0
-        self.line(f"if ({' || '.join(f'!{n}' for n in names)}) "
-                  f"__atomic_store_n(&stripe_failed, 1, __ATOMIC_RELAXED);")
-        self.open("else")
+        for name, code in heap:
+            self.line(f"if (!{name}) __atomic_store_n(&stripe_failed, {code}, "
+                      f"__ATOMIC_RELAXED);")
+        self.open(f"if ({' && '.join(name for name, _ in heap)})")
         return 1
 
     def row_start(self, w: Refinement, bound: _Bounds, scope: _Scope) -> tuple[str, str, str]:
@@ -934,11 +949,11 @@ class _Emitter:
         return n
 
     def allocations(self, b: Block, outer: _Scope,
-                    scope: _Scope) -> tuple[list[str], list[str]]:
+                    scope: _Scope) -> tuple[list[str], list[tuple[str, int]]]:
         """Declare ``b``'s allocations; returns the statements that release them (after the
         block's work) and the names of those on the heap (to check for a failed allocation)."""
         frees: list[str] = []
-        heap: list[str] = []
+        heap: list[tuple[str, int]] = []
         for r in b.refs:
             if not r.is_alloc:
                 continue
@@ -955,7 +970,8 @@ class _Emitter:
                 self.line(f"{ctype} *{cname} = ({ctype} *)aligned_alloc(64, {nbytes});"
                           f"  /* {comment_name(r.into)} */")
                 frees.append(f"free({cname});")
-                heap.append(cname)
+                heap.append((cname, self.heap_code(
+                    f"the local buffer '{r.into}' of block '{b.name}'", nbytes)))
             memory = r.location.name or MAIN_MEMORY
             if r.location.name:
                 nbytes = span * r.dtype.itemsize
@@ -1103,6 +1119,14 @@ class _Emitter:
         self.line(f"{self.address(dst, [row] + coords[k:])} += ({C_TYPES[dst.dtype]})"
                   f"{self.address(src, coords)};")
         self.close(1 + len(coords))
+
+
+def _byte_size(n: int) -> str:
+    """``n`` bytes for a person: 4.0 PiB, 12 KiB, 100 B."""
+    for unit, k in (("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k:
+            return f"{n / (1 << k):.1f} {unit}"
+    return f"{n} B"
 
 
 def _stats_functions(n: int) -> str:

@@ -129,10 +129,13 @@ class Program:
             flats.append(flat)
             args[k] = ffi.from_buffer(flat) if flat.size else ffi.NULL
         lib.stripe_reset_stats()
-        if lib.stripe_run(args):
-            raise MemoryError("the compiled program ran out of memory: allocating one of "
-                              "its temporary buffers (a tmp buffer of the program or a "
-                              "tile's local buffer) failed, so its outputs are not valid")
+        failed = lib.stripe_run(args)
+        if failed:
+            allocs = self.c_program.allocations
+            what = (allocs[failed - 1] if 0 < failed <= len(allocs)
+                    else "one of its temporary buffers")
+            raise MemoryError(f"the compiled program ran out of memory: allocating {what} "
+                              f"failed, so the outputs of this call are not valid")
         result = {}
         for (spec, _, span, dense), flat in zip(self._plan, flats):
             if not spec.is_output:
@@ -381,7 +384,7 @@ def _load_cached(key: str) -> CProgram | None:
                                    tuple(b["strides"]), bool(b["is_output"]))
                         for b in data["buffers"])
         return CProgram(data["source"], buffers, bool(data["uses_openmp"]),
-                        tuple(data["stat_names"]))
+                        tuple(data["stat_names"]), tuple(data["allocations"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None  # absent or unreadable: compile it again
 
@@ -391,7 +394,8 @@ def _store_cached(key: str, c: CProgram) -> None:
             "buffers": [{"name": b.name, "dtype": b.dtype.value, "sizes": list(b.sizes),
                          "strides": list(b.strides), "is_output": b.is_output}
                         for b in c.buffers],
-            "uses_openmp": c.uses_openmp, "stat_names": list(c.stat_names)}
+            "uses_openmp": c.uses_openmp, "stat_names": list(c.stat_names),
+            "allocations": list(c.allocations)}
     try:
         root = cache_dir()
         root.mkdir(parents=True, exist_ok=True)
