@@ -137,6 +137,14 @@ def test_the_emitted_c_has_an_openmp_loop_over_the_threads():
     assert "#pragma omp parallel for collapse(2)" in emit_c(six).source
 
 
+def _on_two_threads(script: str, tmp_path: Path, timeout: int) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a fresh interpreter with OMP_NUM_THREADS=2 (it must be set before
+    libgomp starts) and its own compile cache."""
+    env = dict(os.environ, OMP_NUM_THREADS="2", STRIPE_CACHE_DIR=str(tmp_path / "cache"))
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
 def test_two_openmp_threads_give_the_numpy_result(tmp_path: Path):
     script = textwrap.dedent(f"""
         import numpy as np
@@ -153,9 +161,7 @@ def test_two_openmp_threads_give_the_numpy_result(tmp_path: Path):
         np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-5, atol=1e-5)
         print("ok")
     """)
-    env = dict(os.environ, OMP_NUM_THREADS="2", STRIPE_CACHE_DIR=str(tmp_path / "cache"))
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = _on_two_threads(script, tmp_path, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
@@ -196,9 +202,7 @@ def test_threaded_pad_fills_keep_each_others_writes(tmp_path: Path):
             bad += not np.array_equal(out["O"], want)
         print("bad", bad)
     """)
-    env = dict(os.environ, OMP_NUM_THREADS="2", STRIPE_CACHE_DIR=str(tmp_path / "cache"))
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = _on_two_threads(script, tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "bad 0"
 
@@ -328,7 +332,5 @@ def test_cpu_avx2_shares_a_convolutions_padding_and_init(tmp_path: Path) -> None
         np.testing.assert_allclose(prog(I=i, F=f)["O"], ref, rtol=1e-4, atol=1e-3)
         print("ok")
     """)
-    env = dict(os.environ, OMP_NUM_THREADS="2", STRIPE_CACHE_DIR=str(tmp_path / "cache"))
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = _on_two_threads(script, tmp_path, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr + done.stdout
