@@ -26,7 +26,13 @@ coefficients, fitted by a Remez exchange against float64 references):
 ``stripe_tanhf(x)``
     On ``a = |x|``: ``a + a^3*P(a^2)`` with ``P`` of degree 4 for ``a < 0.625`` (minimax
     relative error 4.4e-9), otherwise ``1 - 2/(exp(2a) + 1)``. Both are computed and blended;
-    the sign bit of ``x`` is then copied onto the result (so ``tanh(-0) = -0``).
+    the sign bit of ``x`` is then copied onto the result (so ``tanh(-0) = -0``). ``exp(2a)``
+    is ``stripe_expf``'s method cut to the arguments it gets here: ``a`` clamped to 9.5
+    (``tanh`` rounds to 1 from 9.1 on), so no lower clamp and ``2^n`` as one factor. The
+    results are bit for bit those of calling ``stripe_expf`` (checked on all 2^32 inputs
+    with AVX2+FMA, AVX-512, plain x86-64 and ``-ffp-contract=off``), with 8 fewer vector
+    operations: ``tanh(a*b+c)`` over 16M elements 19.4 -> 16.2 ms on one Zen 4 core
+    (AVX2), 0.75 -> 0.58 ns per element in cache.
 
 Selections are bit blends (``stripe_vm_select``), not float ternaries: under gcc's default
 ``-ftrapping-math`` a ternary lets gcc sink the unselected arm's arithmetic into a branch that
@@ -138,15 +144,37 @@ static inline float stripe_tanhf(float x)
     p = p * z + 0.13331442f;
     p = p * z - 0.3333328f;
     float small = (a * z) * p + a;
-    /* Otherwise 1 - 2 / (exp(2a) + 1); exp overflows to inf for large a, giving 1. */
-    float e = stripe_expf(a + a);
-    float big = 1.0f - 2.0f / (e + 1.0f);
-    float r = stripe_vm_select(a < 0.625f, small, big);
+    /* Otherwise 1 - 2 / (exp(2a) + 1), with exp(2a) computed as in stripe_expf but only
+       for what it can be here: 2a in [0, 19] (a is clamped to 9.5; tanh rounds to 1 from
+       there on, and a NaN fails the comparison and stays NaN), so there is no clamp below,
+       and 2^n (n <= 27) is one normal factor, exactly as the two factors of stripe_expf
+       multiply out: bit for bit the same results with 8 fewer vector operations. */
+    float ac = stripe_vm_select(a > 9.5f, 9.5f, a);
+    float y = ac + ac;
+    float t = y * 1.44269504f + 12582912.0f;
+    float nf = t - 12582912.0f;
+    uint32_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    float r = y - nf * 0.693359375f;
+    r = r + nf * 2.12194442e-4f;
+    float rr = r * r;
+    float q = 0.0013814191f;
+    q = q * r + 0.008368914f;
+    q = q * r + 0.041668408f;
+    q = q * r + 0.1666652f;
+    q = q * r + 0.49999994f;
+    q = q * rr + r;
+    q = q + 1.0f;
+    uint32_t sb = (tb - (0x4B400000u - 127u)) << 23;
+    float s;
+    memcpy(&s, &sb, sizeof s);
+    float big = 1.0f - 2.0f / (q * s + 1.0f);
+    float res = stripe_vm_select(a < 0.625f, small, big);
     uint32_t rb;
-    memcpy(&rb, &r, sizeof rb);
+    memcpy(&rb, &res, sizeof rb);
     rb |= sign;
-    memcpy(&r, &rb, sizeof r);
-    return r;
+    memcpy(&res, &rb, sizeof res);
+    return res;
 }
 
 static inline float stripe_logf(float x)
