@@ -46,10 +46,11 @@ if __package__ in (None, ""):            # `python benchmarks/run.py`
     __package__ = "benchmarks"
 
 from benchmarks import peers as _peers  # noqa: E402
+from benchmarks.peak import measure_fma_peak  # noqa: E402
 from benchmarks.timing import warm  # noqa: E402
 from benchmarks.workloads import QUICK, Workload, all_workloads, by_name  # noqa: E402
 
-PEAK_PER_CORE = 97.0  # GFLOP/s float32 FMA peak per core, measured in issue 6 (Zen 3 class)
+ISSUE_PEAK_PER_CORE = 97.0  # GFLOP/s float32 FMA peak per core that issue 6 measured (Zen 3)
 TARGETS = {"stripe_avx2": "cpu_avx2", "stripe_avx512": "cpu_avx512", "stripe_none": None}
 SYSTEMS = ["numpy", "stripe_avx2", "stripe_avx512", "stripe_none"]
 OPENBLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -126,6 +127,17 @@ def worker_run(args: argparse.Namespace) -> dict:
 
     threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
     cpus = _pin_to_cpus(threads) if not args.no_pin else sorted(os.sched_getaffinity(0))
+    # '% peak' is of the FMA peak measured here, on these CPUs, unless --peak gives one
+    measured = measure_fma_peak(threads)
+    if args.peak:
+        peak, peak_source = args.peak * threads, f"--peak {args.peak:g} per core"
+    elif measured:
+        peak, peak_source = measured, "measured"
+    else:
+        peak, peak_source = (ISSUE_PEAK_PER_CORE * threads,
+                             "issue 6's Zen 3 figure (the FMA loop could not run here)")
+    print(f"  [{threads}T] FMA peak: {measured and f'{measured:.1f}'} GFLOP/s measured; "
+          f"'% peak' uses {peak:.1f} ({peak_source})", flush=True)
     systems = [s for s in args.systems.split(",") if s]
     if threads > 1 and "stripe_none" in systems and not args.none_all_threads:
         systems.remove("stripe_none")          # no passes = no `threads` tag: 1 thread anyway
@@ -149,6 +161,8 @@ def worker_run(args: argparse.Namespace) -> dict:
     result: dict = {"threads": threads, "openblas": _openblas_info(), "settle_s": settle,
                     "loadavg_before": os.getloadavg(), "cpus": cpus,
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                    "fma_peak_measured_gflops": measured, "peak_gflops": peak,
+                    "peak_source": peak_source,
                     "systems": systems, "workloads": {}}
     for name in args.workloads.split(","):
         w = by_name()[name]
@@ -208,7 +222,7 @@ def worker_run(args: argparse.Namespace) -> dict:
             entry[s].update(median_s=med, min_s=min(samples[s]), samples_s=samples[s],
                             repeats=repeats, warmup=warmup,
                             gflops=w.flops / med / 1e9,
-                            pct_peak=100.0 * w.flops / med / 1e9 / (PEAK_PER_CORE * threads))
+                            pct_peak=100.0 * w.flops / med / 1e9 / peak)
         if servers:
             _pause(settle, servers)
             _time_with_peers(name, w, order, fns, entry, servers, peers_out, repeats, args,
@@ -489,14 +503,24 @@ def _load(la: list[float] | None) -> str:
     return "?" if not la else f"{la[0]:.2f}"
 
 
+def _peak(run: dict) -> str:
+    measured = run.get("fma_peak_measured_gflops")
+    text = f"{measured:.1f} GFLOP/s measured" if measured else "not measured"
+    if "peak_gflops" in run:
+        text += f"; '% peak' is of {run['peak_gflops']:.1f} ({run['peak_source']})"
+    return text
+
+
 def markdown(res: dict) -> str:
     m = res["machine"]
     lines = [f"# stripe benchmark results ({res['date']})", "",
              f"Machine: {m.get('cpu', '?')}, {m.get('nproc')} logical CPUs, SIMD: "
              f"{m.get('simd', '?')}; {m.get('cc')}; Python {m.get('python')}, numpy "
              f"{m.get('numpy')}.", "",
-             f"Peak used for '% peak': {PEAK_PER_CORE:g} GFLOP/s float32 per core (issue 6's "
-             f"measured FMA peak) times the thread count.", "",
+             "'% peak' is of the float32 FMA peak of the CPUs the run used, measured at the "
+             "start of each thread count's run (benchmarks/peak.py: 12 chains of 8-lane FMAs "
+             "per thread, AVX2, best of 7), unless `--peak` gave one; issue 6 measured "
+             f"{ISSUE_PEAK_PER_CORE:g} GFLOP/s per core on its Zen 3 machine.", "",
              "Ratio = numpy time / stripe time (above 1: stripe is faster). Times are the "
              "median of the repeats after warm-up; every result was checked against numpy "
              "before it was timed.", ""]
@@ -512,7 +536,8 @@ def markdown(res: dict) -> str:
                   "load average before/after "
                   f"the run: {_load(run.get('loadavg_before'))} / "
                   f"{_load(run.get('loadavg_after'))} (above ~0.1 means another process "
-                  f"was using the CPUs).", ""]
+                  f"was using the CPUs).", "",
+                  f"FMA peak on {t} core{'s' if t > 1 else ''}: {_peak(run)}.", ""]
         systems = [s for s in SYSTEMS if s in run["systems"]]
         hdr = ["workload", "GFLOP"]
         for s in systems:
@@ -618,6 +643,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds of timed rounds per workload and thread count; slow "
                          "workloads get fewer repeats, never fewer than 3 (default 10)")
     ap.add_argument("--no-compile-times", action="store_true")
+    ap.add_argument("--peak", type=float, default=0.0,
+                    help="GFLOP/s per core for '%% peak' instead of the FMA peak measured at "
+                         "the start of each run (e.g. 97, issue 6's Zen 3 figure, to compare "
+                         "with tables of that machine)")
     ap.add_argument("--settle", type=float, default=0.25,
                     help="seconds to wait, with 2+ threads, before each call of a system "
                          "that follows another one, so the other's spinning threads are "
@@ -668,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     res: dict = {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                 "machine": _machine(), "peak_gflops_per_core": PEAK_PER_CORE,
+                 "machine": _machine(), "issue_peak_gflops_per_core": ISSUE_PEAK_PER_CORE,
                  "workloads": names, "runs": [], "argv": sys.argv[1:]}
     print(f"stripe benchmarks: {len(names)} workloads, threads {threads}, "
           f"systems {args.systems}; output in {out}", flush=True)

@@ -61,3 +61,22 @@ def test_a_pause_waits_while_another_thread_burns_cpu():
     assert "waited over 50 ms" in bench._quiet({"pauses": 3, "max": 0.07, "total": 0.1,
                                                  "over_50ms": 1})
     assert bench._quiet(None) == ""
+
+
+def test_the_fma_peak_is_measured_and_physically_possible():
+    """'% peak' divides by the FMA peak measured where the suite runs: one thread of 12
+    8-lane FMA chains. Two FMA pipes give at most 32 float32 flops a cycle, so a loop the
+    compiler merged or folded away would show as more than 32 flops at 6 GHz; below
+    1 GFLOP/s the loop did not run as vector FMAs at all."""
+    from benchmarks.peak import FLAGS
+    from stripe.codegen.build import missing_cpu_features
+
+    if missing_cpu_features(FLAGS):
+        pytest.skip("this CPU lacks AVX2/FMA")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from benchmarks.peak import measure_fma_peak; print(measure_fma_peak(1, 3, 0.02))")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True,
+                         text=True, timeout=120, check=True, env=env).stdout.split()
+    gflops = float(out[-1])
+    assert 1.0 < gflops < 32 * 6.0, gflops
