@@ -73,6 +73,10 @@ class Vector:
     unroll: int = 1
     """Times a kernel's innermost reduction loop is unrolled (``compute.kernel_unroll``)."""
 
+    chains: int = 1
+    """FMA chains a kernel needs in flight (``compute.kernel_chains``): a kernel with fewer
+    accumulators keeps up to ``unroll`` sets of them."""
+
     def __post_init__(self) -> None:
         if self.bytes not in VECTOR_WIDTHS:
             object.__setattr__(self, "bytes", 32)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .compiler import Program, compile_program
+from .compiler import Program, build_settings, compile_program
 from .config import describe_configs, describe_passes, load_config
 from .dtypes import DType, to_dtype
 from .errors import StripeError
@@ -148,7 +148,8 @@ def _compile(program: Block, target: str | None) -> Program:
         return compile_program(program)
     config = load_config(target)
     final, trace = run_pipeline(program, config, verify=True)
-    return compile_program(final, trace, flags=tuple(config.cflags or ("-march=native",)))
+    flags, vector = build_settings(config)  # the C that stripe.compile builds for it
+    return compile_program(final, trace, flags=flags, vector=vector)
 
 
 def _error(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:

@@ -25,7 +25,7 @@ from stripe.codegen.microkernel import AVX2, Vector
 from stripe.passes.manager import run_pipeline
 
 from . import poly, tags
-from .config import load_config
+from .config import Config, load_config
 from .dtypes import DType
 from .errors import StripeError
 from .ir import Block, RefDir
@@ -268,6 +268,15 @@ def _packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+def build_settings(config: Config) -> tuple[tuple[str, ...], Vector]:
+    """The C compiler flags and the SIMD unit the C back end writes for, from a hardware
+    config (its ``cflags``, ``-march=native`` when it has none, and its ``compute``)."""
+    c = config.compute
+    return (tuple(config.cflags or ("-march=native",)),
+            Vector(c.vector_width, c.vector_registers, c.prefetch_ahead, c.copy_prefetch,
+                   c.kernel_unroll, c.kernel_chains))
+
+
 def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None,
                     flags: tuple[str, ...] = ("-march=native",),
                     vector: Vector = AVX2) -> Program:
@@ -318,10 +327,7 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
     if target is None:
         return compile_program(program, [("lower", program)])
     config = load_config(target)
-    flags = tuple(config.cflags or ("-march=native",))
-    vector = Vector(config.compute.vector_width, config.compute.vector_registers,
-                    config.compute.prefetch_ahead, config.compute.copy_prefetch,
-                    config.compute.kernel_unroll)
+    flags, vector = build_settings(config)
 
     def rerun() -> tuple[Block, list[tuple[str, Block]]]:
         return run_pipeline(program, config, verify=verify, check=check)

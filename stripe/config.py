@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 CONFIG_KEYS = ("cflags", "compute", "extends", "memories", "passes", "target")
 MEMORY_KEYS = ("banks", "line", "name", "size")
 COMPUTE_KEYS = ("units", "vector_width", "vector_registers", "prefetch_ahead",
-                "copy_prefetch", "kernel_unroll")
+                "copy_prefetch", "kernel_unroll", "kernel_chains")
 MAX_KERNEL_UNROLL = 16  # copies of a kernel's loop body; more only grows the C
 PASS_KEYS = ("after", "before", "name", "options", "type")
 SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
@@ -124,6 +124,15 @@ class Compute:
     a 1024^3 float32 matmul ran 10% faster unrolled twice (33.7 -> 30.5 ms on one core); 4
     times, gcc interleaves the copies so far that they run out of registers and spill, and
     the gain is lost. 1: not unrolled; at most 16."""
+    kernel_chains: int = 1
+    """Independent chains of fused multiply-adds a micro-kernel needs in flight to keep the
+    FMA units busy: the FMA latency times the FMA pipes (4 x 2 = 8 on Zen 3 and Zen 4). A
+    kernel with fewer accumulators than that (a 1x32 matrix-vector kernel has 4 vectors; the
+    2-row kernels of a ragged edge) waits on its own previous FMAs; with ``kernel_unroll``
+    above 1 it then keeps up to ``kernel_unroll`` sets of accumulators, the unrolled points
+    of the loop taking turns, and adds the sets together after the loop (so that a float
+    sum is grouped differently: still every term once). Sets are added only while they fit
+    in ``vector_registers``. 1: one set always; at most 64."""
 
 
 @dataclass(frozen=True)
@@ -477,7 +486,7 @@ def _load_draft(source: _Source, chain: tuple[str, ...]) -> _Draft:
                                            minimum=0 if key in ("prefetch_ahead", "copy_prefetch")
                                            else 1,
                                            maximum=MAX_KERNEL_UNROLL if key == "kernel_unroll"
-                                           else None)
+                                           else 64 if key == "kernel_chains" else None)
     if "cflags" in top:
         draft.cflags = _cflags(f, top["cflags"])
     if "passes" in top:

@@ -93,6 +93,27 @@ def test_run_with_a_target_dumps_every_pass(tmp_path, capsys):
     assert "(ok)" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("target", ["cpu_avx2", "npu_example"])
+def test_compile_dumps_the_c_that_the_library_builds(target, tmp_path, capsys):
+    """`stripe compile --target T` writes the C that `stripe.compile(..., target=T)` runs:
+    the same flags and the config's SIMD settings (vector width, kernel unrolling, prefetch
+    distances, FMA chains). Until the twelfth session the command line emitted with the
+    default settings, so its kernel.c differed from the library's."""
+    import numpy as np
+
+    import stripe
+
+    dump = tmp_path / "dump"
+    src = EXAMPLES / "conv2d.tile"
+    assert main(["compile", str(src), "--input", "I=1x17x19x8:float32",
+                 "--input", "F=3x3x8x16:float32", "--target", target,
+                 "--dump-dir", str(dump)]) == 0
+    prog = stripe.compile(src.read_text(), {"I": np.zeros((1, 17, 19, 8), np.float32),
+                                            "F": np.zeros((3, 3, 8, 16), np.float32)},
+                          target=target)
+    assert (dump / "kernel.c").read_text() == prog.c_source
+
+
 def test_stats_table_formatting():
     from stripe.cli import format_stats
 

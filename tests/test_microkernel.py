@@ -4,6 +4,7 @@ and the blocks it must leave to the generic loop nest."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def stencil(m: int, n: int, reductions: int = 1) -> str:
 
 
 def config(tmp_path: Path, *, m: int = 6, n: int = 16, tile_kb: int = 0, pad: bool = False,
-           pack: bool = False, width: int = 32) -> str:
+           pack: bool = False, width: int = 32, unroll: int = 1, chains: int = 1) -> str:
     """A config that stencils every contraction for the micro-kernel (optionally padded,
     tiled for a small cache and packed first)."""
     stencils = f"[{stencil(m, n, 3)}, {stencil(m, n, 1)}]"
@@ -53,7 +54,8 @@ def config(tmp_path: Path, *, m: int = 6, n: int = 16, tile_kb: int = 0, pad: bo
     passes.append(f"  - {{name: mk, type: stencil, options: {{reqs: [{sel}], allow_pad: true, "
                   f"outer_order: [n, m], stencils: {stencils}}}}}")
     path = tmp_path / "mk.yaml"
-    path.write_text(f"target: mk_test\nextends: cpu_generic\ncompute: {{vector_width: {width}}}\n"
+    path.write_text(f"target: mk_test\nextends: cpu_generic\ncompute: {{vector_width: {width}, "
+                    f"kernel_unroll: {unroll}, kernel_chains: {chains}}}\n"
                     "passes:\n" + "\n".join(passes) + "\n")
     return str(path)
 
@@ -203,6 +205,28 @@ def test_the_config_vector_width_sets_the_lanes(tmp_path, rng, width, vector):
     n = 32 if width == 64 else 8
     prog = check(MATMUL, {"A": a, "B": b}, a @ b, config(tmp_path, m=4, n=n, width=width))
     assert vector in prog.c_source.split("int stripe_run")[1]
+
+
+@pytest.mark.parametrize("m,k,n", [(2, 37, 16), (7, 40, 32), (5, 9, 24), (13, 3, 16)])
+def test_few_accumulators_keep_a_second_set(tmp_path, rng, m, k, n):
+    """With ``kernel_chains: 8`` and the loop unrolled twice, a 2x16 kernel (4 accumulators
+    of 8 lanes) sums the even and the odd points of the reduction in two sets and adds them
+    after the loop; odd reduction lengths leave one point for the loop after the unrolled
+    one. The results match numpy and the interpreter; without chains there is one set."""
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    two = check(MATMUL, {"A": a, "B": b}, a @ b,
+                config(tmp_path, m=2, n=16, unroll=2, chains=8)).c_source
+    one = check(MATMUL, {"A": a, "B": b}, a @ b,
+                config(tmp_path, m=2, n=16, unroll=2, chains=1)).c_source
+    summed = re.compile(r"\bacc\d+ \+= acc\d+;")
+    assert summed.search(two) and not summed.search(one)
+    # whole 6x16 kernels (12 accumulators) keep one set
+    a6 = rng.standard_normal((12, k)).astype(np.float32)
+    b16 = rng.standard_normal((k, 32)).astype(np.float32)
+    six = check(MATMUL, {"A": a6, "B": b16}, a6 @ b16,
+                config(tmp_path, m=6, n=16, unroll=2, chains=8)).c_source
+    assert "micro-kernel 6x16" in six and not summed.search(six)
 
 
 def test_too_many_registers_fall_back_to_loops(tmp_path, rng):
