@@ -90,6 +90,9 @@ class Program:
                        spec.strides == _packed_strides(spec.sizes))
                       for spec in self.c_program.buffers]
         self._inputs, self._outputs = self.c_program.inputs, self.c_program.outputs
+        # for the quick checks of every call (the full ones explain what is wrong)
+        self._input_types = tuple((s.name, s.sizes, s.dtype.np) for s in self._inputs)
+        self._output_specs = {s.name: s for s in self._outputs}
 
     def __call__(self, **arrays: np.ndarray) -> dict[str, np.ndarray]:
         """Run on the input ``arrays`` (by name); returns fresh output arrays by name."""
@@ -106,8 +109,13 @@ class Program:
             raise StripeError(f"this program was compiled for {', '.join(self._missing)}, "
                               f"which this CPU does not have (flags {' '.join(self.flags)}); "
                               f"compile it for another target (e.g. cpu_avx2 or cpu_generic)")
-        check_arguments(self._inputs, inputs)
-        given = check_outputs(self._outputs, inputs, out) if out else {}
+        if not self._inputs_match(inputs):
+            check_arguments(self._inputs, inputs)
+        given = {}
+        if out:
+            given = self._outputs_match(inputs, out)
+            if given is None:
+                given = check_outputs(self._outputs, inputs, out)
         ffi, lib = self.module.ffi, self.module.lib
         flats: list[np.ndarray] = []
         args = ffi.new("void *[]", max(len(self._plan), 1))
@@ -115,7 +123,7 @@ class Program:
             if spec.is_output:
                 mine = given.get(spec.name)
                 if mine is not None and dense:
-                    flat = mine.reshape(-1)
+                    flat = mine  # C-contiguous: the buffer is the layout, whatever its shape
                 else:
                     flat = np.empty(span, dtype=dtype)
                 if spec.name not in self.overwritten:
@@ -123,7 +131,7 @@ class Program:
                 elif self.fill_byte is not None:
                     flat.view(np.uint8).fill(self.fill_byte)
             elif dense:
-                flat = np.ascontiguousarray(inputs[spec.name]).reshape(-1)
+                flat = np.ascontiguousarray(inputs[spec.name])
             else:
                 flat = _to_layout(np.asarray(inputs[spec.name]), spec)
             flats.append(flat)
@@ -149,6 +157,40 @@ class Program:
                 result[spec.name] = flat.reshape(spec.sizes) if dense and span \
                     else _from_layout(flat, spec)
         return result
+
+    def _inputs_match(self, arrays: Mapping[str, object]) -> bool:
+        """The common case of :func:`check_arguments`, quickly: exactly the compiled inputs,
+        numpy arrays of their shapes and dtypes."""
+        if len(arrays) != len(self._input_types):
+            return False
+        for name, sizes, dtype in self._input_types:
+            a = arrays.get(name)
+            if type(a) is not np.ndarray or a.shape != sizes or a.dtype != dtype:
+                return False
+        return True
+
+    def _outputs_match(self, inputs: Mapping[str, np.ndarray],
+                       out: Mapping[str, object]) -> dict[str, np.ndarray] | None:
+        """The common case of :func:`check_outputs`, quickly (the inputs are checked
+        arrays): ``out`` by name, or None for anything else (which the full check then
+        rejects with a message)."""
+        given: dict[str, np.ndarray] = {}
+        for name, a in out.items():
+            spec = self._output_specs.get(name)
+            if spec is None or type(a) is not np.ndarray or a.shape != spec.sizes \
+                    or a.dtype != spec.dtype.np:
+                return None
+            flags = a.flags
+            if not (flags.c_contiguous and flags.writeable):
+                return None
+            for b in inputs.values():
+                if np.may_share_memory(a, b):
+                    return None
+            for b in given.values():
+                if np.may_share_memory(a, b):
+                    return None
+            given[name] = a
+        return given
 
     def stats(self) -> dict[str, dict[str, int]]:
         """Counters of the last call, measured by the emitted code while it ran.
@@ -202,12 +244,8 @@ def check_outputs(specs: tuple[BufferSpec, ...], inputs: Mapping[str, object],
 
 
 def check_arguments(specs: tuple[BufferSpec, ...], arrays: Mapping[str, object]) -> None:
-    """Raise a clear StripeError unless ``arrays`` match the compiled inputs exactly."""
-    if len(arrays) == len(specs) and all(
-            type(arrays.get(s.name)) is np.ndarray
-            and arrays[s.name].shape == s.sizes  # type: ignore[attr-defined]
-            and arrays[s.name].dtype == s.dtype.np for s in specs):  # type: ignore[attr-defined]
-        return  # the common case, checked quickly
+    """Raise a clear StripeError unless ``arrays`` match the compiled inputs exactly
+    (:meth:`Program.run` first tries the common case quickly, then this for the message)."""
     expected = {s.name: s for s in specs}
     missing = [n for n in expected if n not in arrays]
     extra = sorted(n for n in arrays if n not in expected)

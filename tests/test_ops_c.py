@@ -110,6 +110,15 @@ def test_run_refuses_outputs_it_cannot_write_in_place() -> None:
     c = np.empty(6, np.float32)
     assert prog.run({"A": a, "B": b}, out={"C": c})["C"] is c
     np.testing.assert_array_equal(c, a + b)
+    two = stripe.compile("function (A[N]) -> (C, D) { C = A + 1.0; D = A * 2.0; }",
+                         {"A": a}, target="cpu_avx2")
+    x = np.zeros(9, np.float32)
+    for out in ({"C": x[:6], "D": x[:6]}, {"C": x[:6], "D": x[3:]}):
+        with pytest.raises(stripe.StripeError, match="out D: the array shares memory with C"):
+            two.run({"A": a}, out=out)
+    got = two.run({"A": a}, out={"D": x[3:]})
+    assert got["D"].base is x and np.array_equal(got["D"], 2 * a)
+    np.testing.assert_array_equal(got["C"], a + 1)
 
 
 def test_overwritten_outputs_are_the_ones_written_whole_first() -> None:
