@@ -120,6 +120,17 @@ def _pin_to_cpus(threads: int) -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
+def _placed(arrays: dict, alignment: str) -> dict:
+    """The arrays where `--alignment` puts them: on a 64-byte boundary (copies made by
+    stripe.arrays.aligned, for every system alike), or where numpy put them ('numpy': 16
+    bytes past a boundary for a large array)."""
+    if alignment == "numpy":
+        return arrays
+    import stripe
+
+    return {k: stripe.arrays.aligned(a) for k, a in arrays.items()}
+
+
 def worker_run(args: argparse.Namespace) -> dict:
     import numpy as np
 
@@ -162,11 +173,13 @@ def worker_run(args: argparse.Namespace) -> dict:
                     "loadavg_before": os.getloadavg(), "cpus": cpus,
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                     "fma_peak_measured_gflops": measured, "peak_gflops": peak,
-                    "peak_source": peak_source,
+                    "peak_source": peak_source, "alignment": args.alignment,
+                    "input_offsets": {},  # workload -> input -> bytes past a 64-byte boundary
                     "systems": systems, "workloads": {}}
     for name in args.workloads.split(","):
         w = by_name()[name]
-        x = w.inputs()
+        x = _placed(w.inputs(), args.alignment)
+        result["input_offsets"][name] = {k: a.ctypes.data % 64 for k, a in x.items()}
         entry: dict = {}
         fns = {}
         t0 = time.perf_counter()
@@ -190,7 +203,8 @@ def worker_run(args: argparse.Namespace) -> dict:
             if ok:
                 # outputs preallocated once and written in place, as the peers' are (a fresh
                 # 16 MiB output costs 4096 page faults per call)
-                outs = {n: np.empty_like(a) for n, a in prog(**x).items()}
+                outs = _placed({n: np.empty_like(a) for n, a in prog(**x).items()},
+                               args.alignment)
                 fns[sysname] = lambda prog=prog, x=x, outs=outs: prog.run(x, out=outs)
         # repeats: at most args.repeats, at least 3, within the per-workload time budget
         per_round = sum(first[s] for s in fns)
@@ -392,7 +406,8 @@ def _run_worker(mode: str, args: argparse.Namespace, env: dict[str, str],
     cmd = [sys.executable, "-m", "benchmarks.run", "--worker", mode, "--worker-out", out,
            "--workloads", ",".join(workloads), "--systems", args.systems,
            "--repeats", str(args.repeats), "--warmup", str(args.warmup),
-           "--budget", str(args.budget), "--settle", str(args.settle), "--warm-s", str(args.warm_s)]
+           "--budget", str(args.budget), "--settle", str(args.settle), "--warm-s", str(args.warm_s),
+           "--alignment", args.alignment]
     if args.none_all_threads:
         cmd.append("--none-all-threads")
     if args.no_pin:
@@ -511,6 +526,17 @@ def _peak(run: dict) -> str:
     return text
 
 
+def _alignment_note(res: dict) -> str:
+    runs = res.get("runs", [])
+    alignment = runs[0].get("alignment", "numpy") if runs else "64"
+    if alignment == "numpy":
+        return ("Inputs and stripe's `out=` arrays: where numpy allocated them "
+                "(`--alignment numpy`: 16 bytes past a 64-byte boundary when large).")
+    return ("Inputs (the same arrays for numpy and stripe) and stripe's `out=` arrays start "
+            "on a 64-byte boundary (`stripe.arrays`), as the peers' own buffers do; "
+            "`--alignment numpy` keeps numpy's placement instead.")
+
+
 def markdown(res: dict) -> str:
     m = res["machine"]
     lines = [f"# stripe benchmark results ({res['date']})", "",
@@ -523,7 +549,8 @@ def markdown(res: dict) -> str:
              f"{ISSUE_PEAK_PER_CORE:g} GFLOP/s per core on its Zen 3 machine.", "",
              "Ratio = numpy time / stripe time (above 1: stripe is faster). Times are the "
              "median of the repeats after warm-up; every result was checked against numpy "
-             "before it was timed.", ""]
+             "before it was timed.", "",
+             _alignment_note(res), ""]
     for run in res["runs"]:
         t = run["threads"]
         ob = run["openblas"]
@@ -665,6 +692,13 @@ def main(argv: list[str] | None = None) -> int:
                          "own default, which spins briefly and then sleeps; PASSIVE sleeps "
                          "at once, which on a shared VM left the other core slow for every "
                          "call after a pause: docs/performance.md)")
+    ap.add_argument("--alignment", choices=["64", "numpy"], default="64",
+                    help="where the inputs and stripe's out= arrays start: '64' (default), "
+                         "on a 64-byte boundary (stripe.arrays), the same arrays for numpy "
+                         "and stripe, as TVM and PlaidML copy them into aligned buffers of "
+                         "their own; 'numpy', where numpy allocates them (16 bytes past a "
+                         "boundary when large: half of all 32-byte vector accesses cross a "
+                         "cache line)")
     ap.add_argument("--no-pin", action="store_true",
                     help="do not restrict the T-thread run to T CPUs (sched_setaffinity)")
     ap.add_argument("--peers", default="plaidml,tvm",

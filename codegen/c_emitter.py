@@ -264,6 +264,7 @@ class _Emitter:
         buffers: list[BufferSpec] = []
         frees: list[str] = []
         codes: list[int] = []
+        zeroed: list[tuple[str, int]] = []  # (buffer, bytes) to clear once all are allocated
         user = [r for r in root.refs if r.is_alloc and r.dir is not RefDir.NONE]
         for k, r in enumerate(user):
             cname = self.fresh("b")
@@ -282,13 +283,16 @@ class _Emitter:
                 raise IRError(f"root refinement '{r.into}' views a missing parent", root.name)
             cname = self.fresh("b")
             ctype = C_TYPES[r.dtype]
+            # 64-byte aligned, as the outputs Program.run allocates (stripe.arrays): a vector
+            # load or store that crosses a cache line costs two
+            nbytes = -(-max(r.shape.span, 1) * r.dtype.itemsize // 64) * 64
             if overwritten_first(root, r):
-                self.line(f"{ctype} *{cname} = ({ctype} *)malloc({max(r.shape.span, 1)} * "
-                          f"sizeof({ctype}));  /* {comment_name(r.into)}: wholly written "
-                          f"before any read */")
+                self.line(f"{ctype} *{cname} = ({ctype} *)aligned_alloc(64, {nbytes});  "
+                          f"/* {comment_name(r.into)}: wholly written before any read */")
             else:
-                self.line(f"{ctype} *{cname} = ({ctype} *)calloc({max(r.shape.span, 1)}, "
-                          f"sizeof({ctype}));  /* {comment_name(r.into)} */")
+                self.line(f"{ctype} *{cname} = ({ctype} *)aligned_alloc(64, {nbytes});  "
+                          f"/* {comment_name(r.into)}: zeroed below */")
+                zeroed.append((cname, nbytes))
             frees.append(cname)
             codes.append(self.heap_code(f"the program's tmp buffer '{r.into}'",
                                         max(r.shape.span, 1) * r.dtype.itemsize))
@@ -305,6 +309,8 @@ class _Emitter:
                 self.line(f"free({cname});")
             self.line("return stripe_oom;")
             self.close()
+        for cname, nbytes in zeroed:
+            self.line(f"memset({cname}, 0, {nbytes});")
         # set (by any thread) when an allocation inside the program fails; that point's
         # work is skipped and the call reports the failure
         self.line("int stripe_failed = 0;")

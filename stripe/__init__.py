@@ -7,10 +7,12 @@ Public API::
     text = stripe.print_ir(blk); stripe.parse_ir(text) == blk
     stripe.verify(blk)                      # raises VerifyError naming the block path
     prog = stripe.compile(source, inputs)   # C through cffi; prog(**arrays) -> {output: ndarray}
+    x = stripe.arrays.empty((m, n))         # 64-byte aligned arrays for inputs and out=
 """
 
 from __future__ import annotations
 
+from . import arrays
 from .affine import Affine
 from .codegen.build import CompileError
 from .compiler import Program, compile
@@ -52,7 +54,7 @@ from .verify import verify
 __version__ = "0.1.0"
 
 __all__ = [
-    "Affine", "AggOp", "Block", "CompileError", "Constant", "DType", "IRError", "IRParseError",
+    "Affine", "AggOp", "arrays", "Block", "CompileError", "Constant", "DType", "IRError", "IRParseError",
     "Index", "Program", "compile", "Config", "ConfigError", "PassError", "list_configs",
     "load_config", "run_pipeline",
     "InterpreterError", "Intrinsic", "Load", "LoadIndex", "Location", "RefDir", "Refinement",

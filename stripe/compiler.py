@@ -25,6 +25,7 @@ from stripe.codegen.microkernel import AVX2, Vector
 from stripe.passes.manager import run_pipeline
 
 from . import poly, tags
+from .arrays import empty as aligned_empty
 from .config import Config, load_config
 from .dtypes import DType
 from .errors import StripeError
@@ -125,7 +126,7 @@ class Program:
                 if mine is not None and dense:
                     flat = mine  # C-contiguous: the buffer is the layout, whatever its shape
                 else:
-                    flat = np.empty(span, dtype=dtype)
+                    flat = aligned_empty(span, dtype)
                 if spec.name not in self.overwritten:
                     flat.fill(0)
                 elif self.fill_byte is not None:

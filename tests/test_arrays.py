@@ -1,0 +1,74 @@
+"""stripe.arrays: arrays on 64-byte boundaries, and the outputs Program.run allocates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stripe
+from stripe.arrays import aligned, empty, is_aligned, zeros
+
+
+@pytest.mark.parametrize("shape", [(), 0, 7, (3, 5), (1000, 3), (2, 0, 4), (33, 17, 5)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "int32", "uint16"])
+def test_empty_and_zeros_start_on_a_cache_line(shape, dtype):
+    for make in (empty, zeros):
+        a = make(shape, dtype)
+        want = (shape,) if isinstance(shape, int) else shape
+        assert a.shape == want and a.dtype == np.dtype(dtype) and a.flags.c_contiguous
+        assert a.flags.writeable and is_aligned(a)
+        assert a.size == 0 or a.ctypes.data % 64 == 0
+    assert not zeros(shape, dtype).any()
+
+
+def test_many_arrays_are_all_aligned_and_do_not_overlap():
+    arrays = [empty((k, 3), np.float32) for k in range(1, 60)]
+    for k, a in enumerate(arrays):
+        a.fill(k)
+    for k, a in enumerate(arrays):
+        assert a.ctypes.data % 64 == 0 and (a == k).all()
+
+
+def test_other_alignments():
+    for alignment in (4, 16, 128, 4096):
+        assert empty(100, np.float32, alignment).ctypes.data % alignment == 0
+    for bad in (0, 3, 48, -64, 2):  # 2 < the item size of float32
+        with pytest.raises(stripe.StripeError, match="power of two"):
+            empty(10, np.float32, bad)
+
+
+def test_bad_shapes_and_dtypes_are_refused():
+    with pytest.raises(stripe.StripeError, match="non-negative integers"):
+        empty((3, -1))
+    with pytest.raises(stripe.StripeError, match="non-negative integers"):
+        empty((3, 2.5))
+    with pytest.raises(stripe.StripeError, match="holds numbers"):
+        empty(3, object)
+
+
+def test_aligned_copies_only_what_it_must():
+    a = empty((40, 7))
+    assert aligned(a) is a
+    raw = np.zeros(1000, np.float32)
+    off = raw[1:801].reshape(40, 20)  # 4 bytes past whatever numpy's boundary was
+    assert not is_aligned(off)
+    got = aligned(off)
+    assert got is not off and is_aligned(got) and np.array_equal(got, off)
+    strided = np.arange(60.0).reshape(6, 10)[:, ::2]
+    got = aligned(strided)
+    assert got.flags.c_contiguous and is_aligned(got) and np.array_equal(got, strided)
+    assert is_aligned(aligned([[1, 2], [3, 4]]))
+
+
+def test_run_returns_its_outputs_on_cache_lines_and_reads_unaligned_inputs():
+    src = "function (A[N], B[N]) -> (C, D) { C = A + B; D = A * B; }"
+    prog = stripe.compile(src, {"A": ((1001,), "float32"), "B": ((1001,), "float32")},
+                          target="cpu_avx2")
+    rng = np.random.default_rng(3)
+    raw = rng.standard_normal(2 * 1001 + 8).astype(np.float32)
+    for shift in range(4):  # inputs 0, 4, 8, 12 bytes past numpy's placement
+        a, b = raw[shift:shift + 1001], raw[1001 + 2 * shift:2002 + 2 * shift]
+        got = prog.run({"A": a, "B": b})
+        assert all(is_aligned(v) for v in got.values())
+        np.testing.assert_array_equal(got["C"], a + b)
+        np.testing.assert_array_equal(got["D"], a * b)
