@@ -34,7 +34,9 @@ def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
 def empty(shape: int | Sequence[int], dtype: object = np.float32,
           alignment: int = ALIGNMENT) -> np.ndarray:
     """An uninitialised C-contiguous array whose data starts on an ``alignment``-byte
-    boundary (a power of two, at least the item size)."""
+    boundary (a power of two, at least the item size). It is a view of a byte buffer up to
+    ``alignment`` bytes longer (``a.base``; ``a.flags.owndata`` is False), which lives as
+    long as the array."""
     dims, dt = _shape(shape), np.dtype(dtype)
     if dt.hasobject:
         raise StripeError(f"an aligned array holds numbers, not {dt}")
