@@ -366,9 +366,14 @@ class _Emitter:
         row = (row_accumulator(b, loops, bounds, guards)
                if lanes is None and not threaded and not scope.in_transfer else None)
         acc = None
+        peel = (self.alignment_peel(b, loops, bounds, guards, outer)
+                if lanes is None and row is None and kernel is None and not threaded
+                and not scope.in_transfer and not b.sub_blocks and loops else None)
         for pos, ix in enumerate(loops):
             if lanes is not None and pos == len(loops) - 1:
                 break  # the reduction loop is emitted by lane_loop below
+            if peel is not None and pos == len(loops) - 1:
+                self.peeled_head(b, ix, bounds[ix.name], peel, outer, scope, path)
             if row is not None and pos == row[0]:
                 acc, acc_opened = self.row_start(row[1], bounds[loops[-1].name], scope), opened
             if pos == 0 and collapse:
@@ -384,6 +389,8 @@ class _Emitter:
                           f"  /* {comment_name(ix.name)} */")
             else:
                 val = self.fresh("x")
+                if peel is not None and pos == len(loops) - 1:
+                    lo = peel[2]  # after the peeled head
                 self.open(f"for (int64_t {val} = {lo}; {val} < {hi}; ++{val})",
                           comment_name(ix.name))
             scope.idx[ix.name] = val
@@ -919,6 +926,56 @@ class _Emitter:
             hi = f"stripe_imin({hi}, {self.affine(rest, scope)} + 1)"
         return lo, hi
 
+    def alignment_peel(self, b: Block, loops: list[Index], bounds: dict[str, _Bounds],
+                       guards: dict[int, list[Affine]],
+                       outer: _Scope) -> tuple[Refinement, Affine, str] | None:
+        """For a leaf whose innermost loop walks the view it writes with unit stride (an
+        elementwise kernel's row), where to split that loop so that its second part starts
+        on a vector boundary of that view: ``(view, its offset in its parent, C name of the
+        split point)``; None when it does not apply (short loops or ones bounded by outer
+        values, guards inside, integer views). The two parts run the iterations in the same
+        order as the one loop did, so only where gcc's vectorised loop starts changes: on an
+        array 16 bytes past a cache line (where numpy puts large arrays) every other vector
+        store would cross a line otherwise."""
+        ix = loops[-1]
+        bound = bounds[ix.name]
+        if (ix.is_passed_in or guards[len(loops) - 1] or bound.lo_exprs or bound.hi_exprs
+                or bound.hi - bound.lo < PEEL_MIN_ELEMENTS):
+            return None
+        for r in b.refs:
+            if r.is_alloc or not r.dir.writes:
+                continue
+            if r.dtype not in (DType.FLOAT32, DType.FLOAT64) or r.from_ not in outer.refs:
+                return None
+            parent = outer.refs[r.from_]
+            offset = Affine()
+            for a, st in zip(r.access, parent.strides):
+                offset = offset + a * st
+            if offset.coeff(ix.name) != 1:
+                return None
+            return r, offset, self.fresh("h")
+        return None
+
+    def peeled_head(self, b: Block, ix: Index, bound: _Bounds,
+                    peel: tuple[Refinement, Affine, str], outer: _Scope, scope: _Scope,
+                    path: str) -> None:
+        """Emit the split point of :meth:`alignment_peel` and the loop up to it."""
+        r, offset, split = peel
+        at_lo = _Scope({**scope.idx, ix.name: str(bound.lo)})
+        start = f"{outer.refs[r.from_].cname} + ({self.affine(offset, at_lo)})"
+        vb, item = self.vector.bytes, r.dtype.itemsize
+        self.line(f"const int64_t {split} = {bound.lo} + stripe_imin({bound.hi - bound.lo}, "
+                  f"(int64_t)(((uintptr_t)0 - (uintptr_t)({start})) % {vb} / {item}));"
+                  f"  /* the first {comment_name(r.into)} on a {vb}-byte boundary */")
+        val = self.fresh("x")
+        self.open(f"for (int64_t {val} = {bound.lo}; {val} < {split}; ++{val})",
+                  f"{comment_name(ix.name)}, up to there")
+        head = _Scope({**scope.idx, ix.name: val}, dict(scope.refs), dict(scope.scalars),
+                      scope.in_transfer, scope.redirect)
+        self.views(b, outer, head, path)
+        self.body_of(b, head, path)
+        self.close()
+
     def plan_loops(self, b: Block, loops: list[Index],
                    ) -> tuple[dict[str, _Bounds], dict[int, list[Affine]]]:
         """Loop bounds per index and, per loop position, the guards to test after it.
@@ -1307,6 +1364,9 @@ def lane_reduction(b: Block, loops: list[Index], guards: dict[int, list[Affine]]
     return w
 
 
+# an elementwise row at least this long starts its vectorised loop on a vector boundary of
+# the view it writes (_Emitter.alignment_peel)
+PEEL_MIN_ELEMENTS = 64
 ROW_ACCUMULATOR_BYTES = 256  # at most 8 AVX2 registers' worth
 
 

@@ -3,9 +3,10 @@
 numpy aligns the data of an array to 16 bytes: a large array comes from ``mmap`` 16 bytes
 past a page boundary, so every other 32-byte vector load of a row crosses a 64-byte cache
 line, and a load or store that crosses a line costs two accesses of the cache. Compiled
-kernels that read or write the caller's arrays directly (a matrix-vector product's weights,
-a depthwise convolution's input, softmax or layer norm rows, elementwise chains) run
-measurably slower on such arrays (docs/performance.md, "Aligned arrays"). :func:`empty`,
+kernels that read the caller's arrays directly (a matrix-vector product's weights, a
+depthwise convolution's input, softmax or layer norm rows) run measurably slower on such
+arrays (docs/performance.md, "Aligned arrays"); elementwise rows start their vector loop
+where the output reaches a boundary, wherever it starts. :func:`empty`,
 :func:`zeros` and :func:`aligned` give arrays that start on a 64-byte boundary (a cache
 line, and a whole AVX-512 register); :meth:`stripe.Program.run` allocates the outputs it
 returns that way.

@@ -98,3 +98,38 @@ def test_results_do_not_depend_on_where_the_arrays_are(name):
         got = prog.run(placed, out=outs)
         for k in want:
             np.testing.assert_array_equal(got[k], want[k])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_elementwise_rows_start_their_vector_loop_on_a_boundary(dtype):
+    """A long elementwise row is split where the output reaches a vector boundary (every
+    head length from 0 to a vector's worth of elements, and an output not even on an
+    element boundary): the same bits as on aligned arrays, and close to numpy."""
+    src = "function (A[N, M], B[N, M], C[N, M]) -> (O) { O = tanh(A * B + C); }"
+    shape = (5, 1001)
+    prog = stripe.compile(src, {k: (shape, dtype) for k in "ABC"}, target="cpu_avx2")
+    assert "on a 32-byte boundary" in prog.c_source
+    rng = np.random.default_rng(7)
+    arrays = {k: rng.standard_normal(shape).astype(dtype) for k in "ABC"}
+    want = prog.run({k: aligned(v) for k, v in arrays.items()})["O"]
+    np.testing.assert_allclose(want, np.tanh(arrays["A"] * arrays["B"] + arrays["C"]),
+                               rtol=1e-5, atol=1e-6)
+    item = np.dtype(dtype).itemsize
+    for shift in [k * item for k in range(32 // item + 1)] + [3]:
+        placed = {}
+        for k, v in arrays.items():
+            raw = empty(v.nbytes + 64, np.uint8)
+            placed[k] = raw[shift:shift + v.nbytes].view(v.dtype).reshape(v.shape)
+            placed[k][...] = v
+        raw = empty(want.nbytes + 64, np.uint8)
+        out = raw[shift:shift + want.nbytes].view(want.dtype).reshape(want.shape)
+        np.testing.assert_array_equal(prog.run(placed, out={"O": out})["O"], want)
+
+
+def test_short_rows_and_integer_rows_are_not_split():
+    short = stripe.compile("function (A[N, M]) -> (O) { O = A * 2.0; }",
+                           {"A": ((100, 63), "float32")}, target="cpu_avx2")
+    ints = stripe.compile("function (A[N, M]) -> (O) { O = A * 2; }",
+                          {"A": ((4, 1000), "int32")}, target="cpu_avx2")
+    for prog in (short, ints):
+        assert "-byte boundary" not in prog.c_source
