@@ -531,7 +531,8 @@ def _alignment_note(res: dict) -> str:
     alignment = runs[0].get("alignment", "numpy") if runs else "64"
     if alignment == "numpy":
         return ("Inputs and stripe's `out=` arrays: where numpy allocated them "
-                "(`--alignment numpy`: 16 bytes past a 64-byte boundary when large).")
+                "(`--alignment numpy`: on 16-byte boundaries, large ones typically 16 "
+                "bytes past a 64-byte one).")
     return ("Inputs (the same arrays for numpy and stripe) and stripe's `out=` arrays start "
             "on a 64-byte boundary (`stripe.arrays`), as the peers' own buffers do; "
             "`--alignment numpy` keeps numpy's placement instead.")
@@ -696,9 +697,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the inputs and stripe's out= arrays start: '64' (default), "
                          "on a 64-byte boundary (stripe.arrays), the same arrays for numpy "
                          "and stripe, as TVM and PlaidML copy them into aligned buffers of "
-                         "their own; 'numpy', where numpy allocates them (16 bytes past a "
-                         "boundary when large: half of all 32-byte vector accesses cross a "
-                         "cache line)")
+                         "their own; 'numpy', where numpy allocates them (on 16-byte "
+                         "boundaries, large ones typically 16 bytes past a 64-byte one, "
+                         "where half of all 32-byte vector accesses cross a cache line)")
     ap.add_argument("--no-pin", action="store_true",
                     help="do not restrict the T-thread run to T CPUs (sched_setaffinity)")
     ap.add_argument("--peers", default="plaidml,tvm",
