@@ -54,7 +54,8 @@ from .verify import verify
 __version__ = "0.1.0"
 
 __all__ = [
-    "Affine", "AggOp", "arrays", "Block", "CompileError", "Constant", "DType", "IRError", "IRParseError",
+    "Affine", "AggOp", "arrays", "Block", "CompileError", "Constant", "DType", "IRError",
+    "IRParseError",
     "Index", "Program", "compile", "Config", "ConfigError", "PassError", "list_configs",
     "load_config", "run_pipeline",
     "InterpreterError", "Intrinsic", "Load", "LoadIndex", "Location", "RefDir", "Refinement",
