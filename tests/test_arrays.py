@@ -74,6 +74,17 @@ def test_run_returns_its_outputs_on_cache_lines_and_reads_unaligned_inputs():
         np.testing.assert_array_equal(got["D"], a * b)
 
 
+def _past_a_line(v: np.ndarray, shift: int, copy: bool = True) -> np.ndarray:
+    """An array like ``v`` whose data starts ``shift`` bytes past a 64-byte boundary: a
+    copy of ``v``, or (``copy=False``) all bytes 0xFF, NaN where a program fails to write."""
+    raw = empty(v.nbytes + 64, np.uint8)
+    raw.fill(0xFF)
+    out = raw[shift:shift + v.nbytes].view(v.dtype).reshape(v.shape)
+    if copy:
+        out[...] = v
+    return out
+
+
 @pytest.mark.parametrize("name", ["softmax", "layer_norm", "matmul", "matvec", "conv2d",
                                   "depthwise_conv2d", "tanh_fma", "sum_all"])
 def test_results_do_not_depend_on_where_the_arrays_are(name):
@@ -86,15 +97,8 @@ def test_results_do_not_depend_on_where_the_arrays_are(name):
     prog = stripe.compile(op.source, op.input_specs(), target="cpu_avx2")
     want = prog.run({k: aligned(v) for k, v in arrays.items()})
     for shift in (4, 16, 36):
-        placed = {}
-        for k, v in arrays.items():
-            raw = empty(v.nbytes + 64, np.uint8)
-            placed[k] = raw[shift:shift + v.nbytes].view(v.dtype).reshape(v.shape)
-            placed[k][...] = v
-        outs = {}
-        for k, v in want.items():
-            raw = empty(v.nbytes + 64, np.uint8)
-            outs[k] = raw[shift:shift + v.nbytes].view(v.dtype).reshape(v.shape)
+        placed = {k: _past_a_line(v, shift) for k, v in arrays.items()}
+        outs = {k: _past_a_line(v, shift, copy=False) for k, v in want.items()}
         got = prog.run(placed, out=outs)
         for k in want:
             np.testing.assert_array_equal(got[k], want[k])
@@ -116,13 +120,8 @@ def test_elementwise_rows_start_their_vector_loop_on_a_boundary(dtype):
                                rtol=1e-5, atol=1e-6)
     item = np.dtype(dtype).itemsize
     for shift in [k * item for k in range(32 // item + 1)] + [3]:
-        placed = {}
-        for k, v in arrays.items():
-            raw = empty(v.nbytes + 64, np.uint8)
-            placed[k] = raw[shift:shift + v.nbytes].view(v.dtype).reshape(v.shape)
-            placed[k][...] = v
-        raw = empty(want.nbytes + 64, np.uint8)
-        out = raw[shift:shift + want.nbytes].view(want.dtype).reshape(want.shape)
+        placed = {k: _past_a_line(v, shift) for k, v in arrays.items()}
+        out = _past_a_line(want, shift, copy=False)
         np.testing.assert_array_equal(prog.run(placed, out={"O": out})["O"], want)
 
 
