@@ -31,6 +31,11 @@ prod ceil(r/t)*t`` (points computed including overflow) and ``volume = prod r``.
 the stencil declared first, then to the first assignment in enumeration order
 (``itertools.permutations`` of the block's indexes, outputs, inputs).
 
+A stencil with ``whole_reduction: true`` matches only assignments that put every reduction
+index of the block (range above 1, stride 0 in every output) in a slot: a matmul kernel
+with one reduction slot then never matches a convolution by leaving its window loops
+outside the kernel (each invocation would reload and store its outputs per window position).
+
 The rewrite is :func:`stripe.passes.autotile.apply_tile` with that tile: an outer block over
 ``ceil(r/t)`` tiles (indexes matched to no slot run there; the outer block keeps the block's
 tags plus ``outer_set``) holding an inner block whose indexes have exactly the slots' sizes
@@ -50,7 +55,10 @@ become two: the head, ``n`` over ``r - r % s`` values, with the same match; and 
 over the last ``r % s`` values as a plain index (``n`` replaced by ``n + r - r % s`` in its
 accesses and constraints, see ``cleanup.substitute_indexes``), named ``<name>_<n>_tail`` and
 matched anew (and split again on an index not split yet). The pieces replace the block in
-its parent when their summed ``cost * volume`` is below the block's.
+its parent when their summed ``cost * volume`` is below the block's. The split is tried from
+the cheapest match of every stencil, not only from the cheapest match overall: on ResNet's
+7x7 images the cheapest match is a 4x24 kernel (7 rows as 4 + 3), but 6 rows of 6x16
+kernels, then the last row in 6x16 kernels along the other index, cost less.
 
 Preconditions: valid IR. Postconditions: valid IR with the same meaning (every point of the
 block runs once, as ``n = t*outer + inner``; overflowing points are excluded by constraints);
@@ -110,6 +118,12 @@ class Stencil:
     point_cost: float = 1.0
     """Cost of one point (padded ones included) relative to other stencils: a unit that
     moves more data per multiply-accumulate is slower per point."""
+    whole_reduction: bool = False
+    """Match only blocks whose every reduction index (range above 1, unused by the outputs)
+    is in a slot, so that each invocation sums its outputs over the whole reduction in
+    registers. A matmul kernel (one reduction slot) then never matches a convolution with
+    its window loops left outside the kernel, where each invocation would reload and store
+    its outputs once per window position."""
 
     @property
     def n_outs(self) -> int:
@@ -131,13 +145,18 @@ def parse_stencil(text: str) -> Stencil:
         raise ValueError(f"stencil {text!r} is not a YAML mapping: {e}") from None
     if not isinstance(data, dict):
         raise ValueError(f"stencil {text!r} must be a mapping with keys startup_cost, idxs")
-    _check_keys(data, {"startup_cost", "point_cost", "idxs"}, f"stencil {text!r}")
+    _check_keys(data, {"startup_cost", "point_cost", "whole_reduction", "idxs"},
+                f"stencil {text!r}")
     cost = data.get("startup_cost", 0)
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
         raise ValueError(f"startup_cost of stencil {text!r} must be a number >= 0, got {cost!r}")
     point = data.get("point_cost", 1.0)
     if isinstance(point, bool) or not isinstance(point, (int, float)) or point <= 0:
         raise ValueError(f"point_cost of stencil {text!r} must be a number > 0, got {point!r}")
+    whole = data.get("whole_reduction", False)
+    if not isinstance(whole, bool):
+        raise ValueError(f"whole_reduction of stencil {text!r} must be true or false, "
+                         f"got {whole!r}")
     raw = data.get("idxs")
     if not isinstance(raw, list) or not raw:
         raise ValueError(f"idxs of stencil {text!r} must be a non-empty list")
@@ -147,7 +166,7 @@ def parse_stencil(text: str) -> Stencil:
         raise ValueError(f"stencil {text!r} repeats an index name: {names}")
     if len({(len(i.outs), len(i.ins)) for i in idxs}) != 1:
         raise ValueError(f"every index of stencil {text!r} needs as many outs and as many ins")
-    return Stencil(float(cost), idxs, float(point))
+    return Stencil(float(cost), idxs, float(point), whole)
 
 
 def _check_keys(data: dict, valid: set[str], what: str) -> None:  # type: ignore[type-arg]
@@ -266,34 +285,54 @@ def _plan_pieces(block: Block, stencils: Sequence[Stencil], options: Options,
     """How to stencil ``block``: as one block, or as its full tiles followed by its tail's
     pieces (see ``Options.split_tails``; not again on the indexes in ``done``), whichever
     costs less; as (piece, match) pairs, and their cost (points times the match's cost per
-    point). No pairs when nothing matches."""
-    match = best_match(block, stencils, allow_pad=options.allow_pad)
-    if match is None:
-        return [], math.inf
-    best = ([(block, match)], match.cost * block.range_product)
-    for slot, name, size in match.slots:
-        rng = block.idx(name).range
-        if (slot not in options.split_tails or name in done or size <= 0 or rng <= size
-                or rng % size == 0):
-            continue
-        full = rng - rng % size
-        head = block.replace(idxs=tuple(
-            Index(i.name, full, i.affine, i.tags) if i.name == name else i
-            for i in block.idxs))
-        head_match = best_match(head, stencils, allow_pad=options.allow_pad)
-        if head_match is None:
-            continue
-        tail = substitute_indexes(block, {name: Affine.of(name) + full}).replace(
-            name=f"{block.name}_{name}_tail" if block.name else f"{name}_tail",
-            idxs=tuple(Index(i.name, rng - full, i.affine, i.tags) if i.name == name else i
-                       for i in block.idxs))
-        tail_plan, tail_cost = _plan_pieces(tail, stencils, options, done | {name})
-        if not tail_plan:
-            continue
-        cost = head_match.cost * head.range_product + tail_cost
-        if cost < best[1] * (1 - 1e-6):  # not for rounding noise
-            best = ([(head, head_match)] + tail_plan, cost)
+    point). No pairs when nothing matches.
+
+    The split is tried from the cheapest match of every stencil, not only from the cheapest
+    match overall: a 6-row kernel on 14 rows pads more than a 5-row one (18 rows against
+    15), but split into 12 rows and a tail matched along the row it pads nothing."""
+    best: tuple[list[tuple[Block, Match]], float] = ([], math.inf)
+    for match in _best_per_stencil(block, stencils, options.allow_pad):
+        whole = match.cost * block.range_product
+        if whole < best[1] * (1 - 1e-6):
+            best = ([(block, match)], whole)
+        for slot, name, size in match.slots:
+            rng = block.idx(name).range
+            if (slot not in options.split_tails or name in done or size <= 0 or rng <= size
+                    or rng % size == 0):
+                continue
+            full = rng - rng % size
+            head = block.replace(idxs=tuple(
+                Index(i.name, full, i.affine, i.tags) if i.name == name else i
+                for i in block.idxs))
+            head_match = best_match(head, stencils, allow_pad=options.allow_pad)
+            if head_match is None:
+                continue
+            tail = substitute_indexes(block, {name: Affine.of(name) + full}).replace(
+                name=f"{block.name}_{name}_tail" if block.name else f"{name}_tail",
+                idxs=tuple(Index(i.name, rng - full, i.affine, i.tags) if i.name == name
+                           else i for i in block.idxs))
+            tail_plan, tail_cost = _plan_pieces(tail, stencils, options, done | {name})
+            if not tail_plan:
+                continue
+            cost = head_match.cost * head.range_product + tail_cost
+            if cost < best[1] * (1 - 1e-6):  # not for rounding noise
+                best = ([(head, head_match)] + tail_plan, cost)
     return best
+
+
+def _best_per_stencil(block: Block, stencils: Sequence[Stencil],
+                      allow_pad: bool) -> list[Match]:
+    """The cheapest match of each stencil that matches ``block``, cheapest first (ties: the
+    stencil declared first), so that the overall best match is tried first."""
+    found = []
+    for k, stencil in enumerate(stencils):
+        best: Match | None = None
+        for m in matches(block, stencil, k, allow_pad=allow_pad):
+            if best is None or m.cost < best.cost:
+                best = m
+        if best is not None:
+            found.append(best)
+    return sorted(found, key=lambda m: m.cost)
 
 
 def _stencil(block: Block, site: Site, stencils: Sequence[Stencil], options: Options) -> Block:
@@ -364,8 +403,13 @@ def matches(block: Block, stencil: Stencil, k: int = 0, *,
     if len(outs) != stencil.n_outs or len(ins) != stencil.n_ins:
         return
     free = [i for i in block.idxs if not i.is_passed_in]
+    reductions = ({i.name for i in free if i.range > 1
+                   and all(ref_stride(r, i.name) == 0 for r in outs)}
+                  if stencil.whole_reduction else set())
     for chosen in itertools.permutations(free, len(stencil.idxs)):
         if not all(_size_ok(s.size, i.range, allow_pad) for s, i in zip(stencil.idxs, chosen)):
+            continue
+        if not reductions <= {i.name for i in chosen}:
             continue
         for o_perm in itertools.permutations(outs):
             if not _strides_ok(stencil, chosen, o_perm, "outs"):

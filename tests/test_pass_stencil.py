@@ -460,3 +460,86 @@ def test_split_tails_must_name_slots() -> None:
     with pytest.raises(ValueError, match=r"split_tails names no slot of the stencils: \['q'\]"):
         Options(stencils=(CONV_6X16,), split_tails=("q",))
     assert Options(stencils=(CONV_6X16,), split_tails=("m", "k2")).split_tails == ("m", "k2")
+
+
+# the split planned from every stencil, whole_reduction ---------------------------------------
+
+# cpu_avx2's 4x24 convolution kernel: cheaper than 6x16 on 7 rows taken whole (8 padded rows
+# against 12), dearer than 6 rows of 6x16 plus the last row run along the other index
+CONV_4X24 = ("{startup_cost: 8, point_cost: 1.2, idxs: [{name: m, size: 4, outs: [-1], "
+             "ins: [-1, 0]}, {name: n, size: 24, outs: [1], ins: [0, 1]}, "
+             "{name: k, size: -1, outs: [0], ins: [-1, -1]}, "
+             "{name: k2, size: -1, outs: [0], ins: [-1, -1]}, "
+             "{name: k3, size: -1, outs: [0], ins: [-1, -1]}]}")
+MATMUL_5X16 = ("{startup_cost: 8, point_cost: 1.05, whole_reduction: true, idxs: [{name: m, "
+               "size: 5, outs: [-1], ins: [-1, 0]}, {name: n, size: 16, outs: [1], "
+               "ins: [0, 1]}, {name: k, size: -1, outs: [0], ins: [-1, -1]}]}")
+
+
+def test_split_tails_planned_from_every_stencil() -> None:
+    program = conv(9, 9, c=8, co=48)  # 7 x 7 output pixels, 48 channels
+    options = Options(reqs=("contraction",), stencils=(CONV_6X16, CONV_4X24),
+                      allow_pad=True, split_tails=("m",))
+    [kernel] = [b for _, b in program.walk() if "contraction" in b.tags]
+    best = stencil.best_match(kernel, [stencil.parse_stencil(t) for t in options.stencils],
+                              allow_pad=True)
+    assert best is not None and best.stencil == 1  # 4x24 is the cheapest single match
+    after = stencil_and_check(program, options)
+    found = stencil_blocks(after)
+    # yet the plan runs 6 rows of 6x16 kernels, then the 7th row 6 pixels at a time
+    sizes = [{slot: next(i.range for i in inner.idxs if f"stencil_{slot}" in i.tags)
+              for slot in ("m", "n")} for _, inner in found]
+    assert sizes[0] == {"m": 6, "n": 16}
+    assert [name for name, _ in found][:2] == ["kernel_1", "kernel_1_x_tail"]
+    # the planned pieces cost less than the best single match's own plan
+    plan, cost = stencil._plan_pieces(kernel, [stencil.parse_stencil(t)
+                                               for t in options.stencils], options, frozenset())
+    only_4x24, cost_4x24 = stencil._plan_pieces(
+        kernel, [stencil.parse_stencil(CONV_4X24)], options, frozenset())
+    assert cost < cost_4x24 and plan[0][1].stencil == 0
+
+
+@pytest.mark.parametrize("h, w, c, co", [(9, 9, 8, 48), (16, 16, 5, 19), (10, 13, 3, 33)])
+def test_split_tails_planned_from_every_stencil_matches_numpy(h: int, w: int, c: int,
+                                                              co: int) -> None:
+    program = conv(h, w, c=c, co=co)
+    after = stencil.run(program, Options(reqs=("contraction",),
+                                         stencils=(CONV_6X16, CONV_4X24, MATMUL_5X16),
+                                         allow_pad=True, split_tails=("m",)))
+    rng = np.random.default_rng(5)
+    i = rng.standard_normal((1, h, w, c)).astype(np.float32)
+    f = rng.standard_normal((3, 3, c, co)).astype(np.float32)
+    want = np.zeros((1, h - 2, w - 2, co), np.float32)
+    for di in range(3):
+        for dj in range(3):
+            want += np.einsum("nxyc,co->nxyo", i[:, di:di + h - 2, dj:dj + w - 2], f[di, dj])
+    got = compile_program(after)(I=i, F=f)["O"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_whole_reduction_keeps_window_loops_in_the_kernel() -> None:
+    matmul_5x16 = stencil.parse_stencil(MATMUL_5X16)
+    assert matmul_5x16.whole_reduction
+    [conv_kernel] = [b for _, b in conv(9, 9, c=8, co=48).walk() if "contraction" in b.tags]
+    # without the flag the same kernel matches the convolution with i and j left outside
+    loose = stencil.parse_stencil(MATMUL_5X16.replace("whole_reduction: true, ", ""))
+    assert not loose.whole_reduction
+    assert any(True for _ in stencil.matches(conv_kernel, loose, allow_pad=True))
+    assert not any(True for _ in stencil.matches(conv_kernel, matmul_5x16, allow_pad=True))
+    # a (batched) matmul has one reduction index: it matches, the batch index outside
+    for prog in (matmul((10, 64), (64, 50)),
+                 lower("function (A[B, M, K], C[B, K, N]) -> (O) {\n"
+                       "    O[b, m, n : B, M, N] = +(A[b, m, k] * C[b, k, n]);\n}",
+                       {"A": ((3, 10, 64), "float32"), "C": ((3, 64, 50), "float32")})):
+        [kernel] = [b for _, b in prog.walk() if "contraction" in b.tags]
+        m = stencil.best_match(kernel, [matmul_5x16], allow_pad=True)
+        assert m is not None
+        slots = {s: n for s, n, _ in m.slots}
+        assert slots["k"] == "k" and "b" not in slots.values()
+
+
+@pytest.mark.parametrize("value", ["1", "yes_please", "[true]"])
+def test_whole_reduction_must_be_a_bool(value: str) -> None:
+    with pytest.raises(ValueError, match="whole_reduction of stencil .* must be true or false"):
+        stencil.parse_stencil(MATMUL_5X16.replace("whole_reduction: true",
+                                                  f"whole_reduction: {value}"))
