@@ -94,6 +94,19 @@ class Program:
         # for the quick checks of every call (the full ones explain what is wrong)
         self._input_types = tuple((s.name, s.sizes, s.dtype.np) for s in self._inputs)
         self._output_specs = {s.name: s for s in self._outputs}
+        self._output_types = {s.name: (s.sizes, s.dtype.np) for s in self._outputs}
+        # per buffer, in the C function's argument order: (position, name, output?, numpy
+        # dtype, elements of its layout, laid out row-major and dense?, zeroed before the
+        # call?, spec)
+        self._calls = tuple((k, spec.name, spec.is_output, dtype, span, dense,
+                             spec.is_output and spec.name not in self.overwritten, spec)
+                            for k, (spec, dtype, span, dense) in enumerate(self._plan))
+        # the outputs, for the result: (argument position, name, dense?, elements, spec)
+        self._returns = tuple((k, spec.name, dense, span, spec)
+                              for k, (spec, _, span, dense) in enumerate(self._plan)
+                              if spec.is_output)
+        self._ffi, self._lib = self.module.ffi, self.module.lib
+        self._args_type = self._ffi.typeof(f"void *[{max(len(self._plan), 1)}]")
 
     def __call__(self, **arrays: np.ndarray) -> dict[str, np.ndarray]:
         """Run on the input ``arrays`` (by name); returns fresh output arrays by name."""
@@ -112,27 +125,27 @@ class Program:
                               f"compile it for another target (e.g. cpu_avx2 or cpu_generic)")
         if not self._inputs_match(inputs):
             check_arguments(self._inputs, inputs)
-        given = check_outputs(self._output_specs, inputs, out) if out else {}
-        ffi, lib = self.module.ffi, self.module.lib
+        given = self._outputs_given(inputs, out) if out else {}
+        ffi = self._ffi
+        args = ffi.new(self._args_type)
         flats: list[np.ndarray] = []
-        args = ffi.new("void *[]", max(len(self._plan), 1))
-        for k, (spec, dtype, span, dense) in enumerate(self._plan):
-            if spec.is_output:
-                mine = given.get(spec.name)
-                if mine is not None and dense:
-                    flat = mine  # C-contiguous: the buffer is the layout, whatever its shape
-                else:
+        fill = self.fill_byte
+        for k, name, is_output, dtype, span, dense, zero, spec in self._calls:
+            if is_output:
+                flat = given.get(name) if dense else None
+                if flat is None:
                     flat = aligned_empty(span, dtype)
-                if spec.name not in self.overwritten:
+                if zero:
                     flat.fill(0)
-                elif self.fill_byte is not None:
-                    flat.view(np.uint8).fill(self.fill_byte)
+                elif fill is not None:
+                    flat.view(np.uint8).fill(fill)
             elif dense:
-                flat = np.ascontiguousarray(inputs[spec.name])
+                flat = np.ascontiguousarray(inputs[name])
             else:
-                flat = _to_layout(np.asarray(inputs[spec.name]), spec)
+                flat = _to_layout(np.asarray(inputs[name]), spec)
             flats.append(flat)
-            args[k] = ffi.from_buffer(flat) if flat.size else ffi.NULL
+            args[k] = ffi.from_buffer(flat) if span else ffi.NULL
+        lib = self._lib
         lib.stripe_reset_stats()
         failed = lib.stripe_run(args)
         if failed:
@@ -142,18 +155,37 @@ class Program:
             raise MemoryError(f"the compiled program ran out of memory: allocating {what} "
                               f"failed, so the outputs of this call are not valid")
         result = {}
-        for (spec, _, span, dense), flat in zip(self._plan, flats):
-            if not spec.is_output:
-                continue
-            mine = given.get(spec.name)
+        for k, name, dense, span, spec in self._returns:
+            mine = given.get(name)
             if mine is not None:
                 if not dense:
-                    mine[...] = _from_layout(flat, spec)
-                result[spec.name] = mine
+                    mine[...] = _from_layout(flats[k], spec)
+                result[name] = mine
             else:
-                result[spec.name] = flat.reshape(spec.sizes) if dense and span \
+                flat = flats[k]
+                result[name] = flat.reshape(spec.sizes) if dense and span \
                     else _from_layout(flat, spec)
         return result
+
+    def _outputs_given(self, inputs: Mapping[str, np.ndarray],
+                       out: Mapping[str, object]) -> dict[str, np.ndarray]:
+        """The common case of :func:`check_outputs`, quickly (over tables built once); the
+        full check, which explains what is wrong, when anything is not as expected."""
+        types = self._output_types
+        given: dict[str, np.ndarray] = {}
+        for name, a in out.items():
+            t = types.get(name)
+            if t is None or type(a) is not np.ndarray or a.shape != t[0] or a.dtype != t[1]:
+                return check_outputs(self._output_specs, inputs, out)
+            flags = a.flags
+            if not (flags.c_contiguous and flags.writeable):
+                return check_outputs(self._output_specs, inputs, out)
+            for others in (inputs, given):
+                for b in others.values():
+                    if np.may_share_memory(a, b):
+                        return check_outputs(self._output_specs, inputs, out)
+            given[name] = a
+        return given
 
     def _inputs_match(self, arrays: Mapping[str, object]) -> bool:
         """The common case of :func:`check_arguments`, quickly: exactly the compiled inputs,
