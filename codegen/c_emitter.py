@@ -323,7 +323,7 @@ class _Emitter:
         body = "\n".join(self.lines)
         names = tuple(self.stats)
         source = (f"{PRELUDE}\n{_stats_functions(len(names))}\n"
-                  f"int stripe_run(void **args) {{\n{body}\n}}\n")
+                  f"int stripe_run(void **args) {{\n    stripe_reset_stats();\n{body}\n}}\n")
         return CProgram(source, tuple(buffers), self.uses_openmp, names, tuple(self.heap))
 
     # blocks ---------------------------------------------------------------------------------

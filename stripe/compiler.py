@@ -145,9 +145,7 @@ class Program:
                 flat = _to_layout(np.asarray(inputs[name]), spec)
             flats.append(flat)
             args[k] = ffi.from_buffer(flat) if span else ffi.NULL
-        lib = self._lib
-        lib.stripe_reset_stats()
-        failed = lib.stripe_run(args)
+        failed = self._lib.stripe_run(args)  # (it zeroes the counters of stats() first)
         if failed:
             allocs = self.c_program.allocations
             what = (allocs[failed - 1] if 0 < failed <= len(allocs)
@@ -171,7 +169,7 @@ class Program:
                        out: Mapping[str, object]) -> dict[str, np.ndarray]:
         """The common case of :func:`check_outputs`, quickly (over tables built once); the
         full check, which explains what is wrong, when anything is not as expected."""
-        types = self._output_types
+        types, may_share = self._output_types, np.may_share_memory
         given: dict[str, np.ndarray] = {}
         for name, a in out.items():
             t = types.get(name)
@@ -180,10 +178,12 @@ class Program:
             flags = a.flags
             if not (flags.c_contiguous and flags.writeable):
                 return check_outputs(self._output_specs, inputs, out)
-            for others in (inputs, given):
-                for b in others.values():
-                    if np.may_share_memory(a, b):
-                        return check_outputs(self._output_specs, inputs, out)
+            for b in inputs.values():
+                if may_share(a, b):
+                    return check_outputs(self._output_specs, inputs, out)
+            for b in given.values():
+                if may_share(a, b):
+                    return check_outputs(self._output_specs, inputs, out)
             given[name] = a
         return given
 

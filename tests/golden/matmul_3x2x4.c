@@ -184,6 +184,7 @@ void stripe_stats(int64_t *out) { for (int k = 0; k < 0; ++k) out[k] = stripe_co
 void stripe_reset_stats(void) { for (int k = 0; k < 1; ++k) stripe_counters[k] = 0; }
 
 int stripe_run(void **args) {
+    stripe_reset_stats();
     float *restrict b0 = (float *)args[0];  /* A */
     float *restrict b1 = (float *)args[1];  /* B */
     float *restrict b2 = (float *)args[2];  /* C */
