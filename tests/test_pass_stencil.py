@@ -445,14 +445,20 @@ def test_split_tails_compiled_c_matches_numpy(h: int, w: int) -> None:
     after = stencil.run(program, Options(reqs=("contraction",), stencils=(CONV_6X16,),
                                          allow_pad=True, split_tails=("m",)))
     assert len(stencil_blocks(after)) == 2  # the head and its tail
-    rng = np.random.default_rng(3)
-    i = rng.standard_normal((1, h, w, 5)).astype(np.float32)
-    f = rng.standard_normal((3, 3, 5, 19)).astype(np.float32)
-    want = np.zeros((1, h - 2, w - 2, 19), np.float32)
+    check_conv_against_numpy(after, h, w, 5, 19, seed=3)
+
+
+def check_conv_against_numpy(program: Block, h: int, w: int, c: int, co: int,
+                             seed: int) -> None:
+    """Compile ``program`` (a stencilled ``conv(h, w, c, co)``) and compare it with numpy."""
+    rng = np.random.default_rng(seed)
+    i = rng.standard_normal((1, h, w, c)).astype(np.float32)
+    f = rng.standard_normal((3, 3, c, co)).astype(np.float32)
+    want = np.zeros((1, h - 2, w - 2, co), np.float32)
     for di in range(3):
         for dj in range(3):
             want += np.einsum("nxyc,co->nxyo", i[:, di:di + h - 2, dj:dj + w - 2], f[di, dj])
-    got = compile_program(after)(I=i, F=f)["O"]
+    got = compile_program(program)(I=i, F=f)["O"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
@@ -506,15 +512,7 @@ def test_split_tails_planned_from_every_stencil_matches_numpy(h: int, w: int, c:
     after = stencil.run(program, Options(reqs=("contraction",),
                                          stencils=(CONV_6X16, CONV_4X24, MATMUL_5X16),
                                          allow_pad=True, split_tails=("m",)))
-    rng = np.random.default_rng(5)
-    i = rng.standard_normal((1, h, w, c)).astype(np.float32)
-    f = rng.standard_normal((3, 3, c, co)).astype(np.float32)
-    want = np.zeros((1, h - 2, w - 2, co), np.float32)
-    for di in range(3):
-        for dj in range(3):
-            want += np.einsum("nxyc,co->nxyo", i[:, di:di + h - 2, dj:dj + w - 2], f[di, dj])
-    got = compile_program(after)(I=i, F=f)["O"]
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    check_conv_against_numpy(after, h, w, c, co, seed=5)
 
 
 def test_whole_reduction_keeps_window_loops_in_the_kernel() -> None:
