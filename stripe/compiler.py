@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import builtins
 import functools
 import hashlib
 import json
@@ -107,6 +108,69 @@ class Program:
                               if spec.is_output)
         self._ffi, self._lib = self.module.ffi, self.module.lib
         self._args_type = self._ffi.typeof(f"void *[{max(len(self._plan), 1)}]")
+        self._fast = self._fast_path()
+
+    def _fast_path(self) -> Callable[..., dict[str, np.ndarray] | None] | None:
+        """``run`` for the common call, written out for this program's buffers: every input
+        a C-contiguous numpy array of its compiled shape and dtype, and ``out`` None or
+        giving every output (C-contiguous, writable, sharing no memory). It returns None,
+        before touching anything, when the call is not like that, and ``run`` then takes
+        the general path, which also explains what is wrong. None when a buffer is not laid
+        out dense and row-major, or is empty. Buffer names reach the generated code only as
+        string literals (``repr``); its variables are numbered."""
+        if self._missing or not self._calls or any(
+                not dense or not span or not spec.sizes
+                for _, _, _, _, span, dense, _, spec in self._calls):
+            return None
+        ins = [c for c in self._calls if not c[2]]
+        outs = [c for c in self._calls if c[2]]
+        if not outs:
+            return None
+        env: dict[str, object] = {"ndarray": np.ndarray, "may_share": np.may_share_memory,
+                                  "empty": aligned_empty, "new": self._ffi.new,
+                                  "args_type": self._args_type,
+                                  "from_buffer": self._ffi.from_buffer,
+                                  "stripe_run": self._lib.stripe_run,
+                                  "out_of_memory": self._out_of_memory}
+        code = ["def fast(inputs, out):",
+                f"    if len(inputs) != {len(ins)}:",
+                "        return None"]
+        for k, name, _, dtype, _, _, _, spec in ins:
+            env[f"s{k}"], env[f"d{k}"] = spec.sizes, dtype
+            code += [f"    b{k} = inputs.get({name!r})",
+                     f"    if (type(b{k}) is not ndarray or b{k}.shape != s{k} "
+                     f"or b{k}.dtype != d{k}",
+                     f"            or not b{k}.flags.c_contiguous):",
+                     "        return None"]
+        code += ["    if out is None:"]
+        code += [f"        b{k} = empty(s{k}, d{k})" for k, *_ in outs]
+        for k, _, _, dtype, _, _, _, spec in outs:
+            env[f"s{k}"], env[f"d{k}"] = spec.sizes, dtype
+        code += ["    else:",
+                 f"        if len(out) != {len(outs)}:",
+                 "            return None"]
+        done: list[int] = [k for k, *_ in ins]
+        for k, name, *_ in outs:
+            code += [f"        b{k} = out.get({name!r})",
+                     f"        if (type(b{k}) is not ndarray or b{k}.shape != s{k} "
+                     f"or b{k}.dtype != d{k}):",
+                     "            return None",
+                     f"        f = b{k}.flags",
+                     "        if not (f.c_contiguous and f.writeable):",
+                     "            return None"]
+            for j in done:
+                code += [f"        if may_share(b{k}, b{j}):", "            return None"]
+            done.append(k)
+        code += [f"    b{k}.fill(0)" for k, *_, zero, _ in outs if zero]
+        code += ["    args = new(args_type)"]
+        code += [f"    args[{k}] = from_buffer(b{k})" for k, *_ in self._calls]
+        code += ["    failed = stripe_run(args)",
+                 "    if failed:",
+                 "        out_of_memory(failed)",
+                 "    return {" + ", ".join(f"{name!r}: b{k}" for k, name, *_ in outs) + "}"]
+        exec(builtins.compile("\n".join(code) + "\n", "<stripe Program.run fast path>",
+                              "exec"), env)
+        return env["fast"]  # type: ignore[return-value]
 
     def __call__(self, **arrays: np.ndarray) -> dict[str, np.ndarray]:
         """Run on the input ``arrays`` (by name); returns fresh output arrays by name."""
@@ -118,11 +182,18 @@ class Program:
         their exact shape and dtype, C-contiguous, writable and sharing no memory with an
         input or another output: the program writes them in place (no allocation per call,
         so no page faults on a fresh 16 MiB buffer) and they are returned. The others are
-        allocated as by a plain call."""
+        allocated as by a plain call. The common call runs through code written out for
+        this program (see ``_fast_path``): about 2.2 us over the C on one Zen 4 core with
+        two inputs and an output given in ``out``."""
         if self._missing:
             raise StripeError(f"this program was compiled for {', '.join(self._missing)}, "
                               f"which this CPU does not have (flags {' '.join(self.flags)}); "
                               f"compile it for another target (e.g. cpu_avx2 or cpu_generic)")
+        fast = self._fast
+        if fast is not None and self.fill_byte is None:
+            result = fast(inputs, out or None)
+            if result is not None:
+                return result
         if not self._inputs_match(inputs):
             check_arguments(self._inputs, inputs)
         given = self._outputs_given(inputs, out) if out else {}
@@ -147,11 +218,7 @@ class Program:
             args[k] = ffi.from_buffer(flat) if span else ffi.NULL
         failed = self._lib.stripe_run(args)  # (it zeroes the counters of stats() first)
         if failed:
-            allocs = self.c_program.allocations
-            what = (allocs[failed - 1] if 0 < failed <= len(allocs)
-                    else "one of its temporary buffers")
-            raise MemoryError(f"the compiled program ran out of memory: allocating {what} "
-                              f"failed, so the outputs of this call are not valid")
+            self._out_of_memory(failed)
         result = {}
         for k, name, dense, span, spec in self._returns:
             mine = given.get(name)
@@ -164,6 +231,13 @@ class Program:
                 result[name] = flat.reshape(spec.sizes) if dense and span \
                     else _from_layout(flat, spec)
         return result
+
+    def _out_of_memory(self, failed: int) -> None:
+        allocs = self.c_program.allocations
+        what = (allocs[failed - 1] if 0 < failed <= len(allocs)
+                else "one of its temporary buffers")
+        raise MemoryError(f"the compiled program ran out of memory: allocating {what} "
+                          f"failed, so the outputs of this call are not valid")
 
     def _outputs_given(self, inputs: Mapping[str, np.ndarray],
                        out: Mapping[str, object]) -> dict[str, np.ndarray]:

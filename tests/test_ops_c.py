@@ -121,6 +121,53 @@ def test_run_refuses_outputs_it_cannot_write_in_place() -> None:
     np.testing.assert_array_equal(got["C"], a + 1)
 
 
+def test_run_fast_path_and_its_fallbacks() -> None:
+    """The common call (C-contiguous inputs of the compiled shapes and dtypes, ``out`` None
+    or giving every output) runs through code written out for the program; anything else
+    falls back, before touching anything, to the general path: same results, same errors."""
+    src = ("function (A[M, K], B[K, N]) -> (C, D) {\n"
+           "    C[m, n : M, N] = +(A[m, k] * B[k, n]);\n    D = A * 2.0;\n}")
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((7, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 9)).astype(np.float32)
+    prog = stripe.compile(src, {"A": a, "B": b}, target="cpu_avx2")
+    assert prog._fast is not None
+    want = {"C": a @ b, "D": a * 2}
+
+    def check(got: dict) -> None:
+        assert list(got) == ["C", "D"]
+        for name, ref in want.items():
+            np.testing.assert_allclose(got[name], ref, rtol=1e-5, atol=1e-5)
+
+    fast = prog._fast({"A": a, "B": b}, None)
+    check(fast)
+    assert all(v.ctypes.data % 64 == 0 for v in fast.values())
+    mine = {"C": np.full((7, 9), np.nan, np.float32), "D": np.full((7, 5), np.nan, np.float32)}
+    got = prog._fast({"A": a, "B": b}, mine)
+    assert got["C"] is mine["C"] and got["D"] is mine["D"]
+    check(got)
+    # not the common call: the fast path declines, and run() still gives the same answers
+    wide = np.zeros((7, 10), np.float32)
+    wide[:, :5] = a
+    uncommon = [({"A": wide[:, :5], "B": b}, None),             # a strided input
+                ({"A": a, "B": b}, {"C": np.empty((7, 9), np.float32)}),  # some outputs
+                ({"A": a, "B": b, "E": b}, None)]               # an input too many
+    for inputs, out in uncommon:
+        assert prog._fast(inputs, out) is None
+        if "E" in inputs:
+            with pytest.raises(stripe.StripeError, match="unexpected input"):
+                prog.run(inputs, out)
+        else:
+            check(prog.run(inputs, out))
+    aliased = {"C": np.empty((7, 9), np.float32), "D": a}
+    assert prog._fast({"A": a, "B": b}, aliased) is None
+    with pytest.raises(stripe.StripeError, match="out D: the array shares memory with A"):
+        prog.run({"A": a, "B": b}, out=aliased)
+    assert prog._fast({"A": a.astype(np.float64), "B": b}, None) is None
+    with pytest.raises(stripe.StripeError, match="input A"):
+        prog.run({"A": a.astype(np.float64), "B": b})
+
+
 def test_overwritten_outputs_are_the_ones_written_whole_first() -> None:
     def overwritten(src: str, **shapes: tuple[int, ...]) -> frozenset[str]:
         program = stripe.lower(src, {k: (v, "float32") for k, v in shapes.items()})
