@@ -26,6 +26,8 @@ ALIGNMENT = 64
 
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
+    if type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):
+        return shape  # the common case, quickly
     dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in dims):
         raise StripeError(f"shape must be non-negative integers, got {shape!r}")
@@ -44,7 +46,13 @@ def empty(shape: int | Sequence[int], dtype: object = np.float32,
     if alignment <= 0 or alignment & (alignment - 1) or alignment < dt.itemsize:
         raise StripeError(f"alignment must be a power of two of at least {dt.itemsize} "
                           f"bytes, got {alignment}")
-    nbytes = math.prod(dims) * dt.itemsize
+    return _empty_unchecked(math.prod(dims) * dt.itemsize, dt, dims, alignment)
+
+
+def _empty_unchecked(nbytes: int, dt: np.dtype, dims: tuple[int, ...],
+                     alignment: int = ALIGNMENT) -> np.ndarray:
+    """:func:`empty` without the checks, for callers that made them once
+    (``Program.run``'s outputs): ``nbytes`` is ``prod(dims) * dt.itemsize``."""
     raw = np.empty(nbytes + alignment, dtype=np.uint8)
     skip = -raw.ctypes.data % alignment
     return raw[skip:skip + nbytes].view(dt).reshape(dims)

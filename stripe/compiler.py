@@ -26,6 +26,7 @@ from stripe.codegen.microkernel import AVX2, Vector
 from stripe.passes.manager import run_pipeline
 
 from . import poly, tags
+from .arrays import _empty_unchecked
 from .arrays import empty as aligned_empty
 from .config import Config, load_config
 from .dtypes import DType
@@ -127,7 +128,7 @@ class Program:
         if not outs:
             return None
         env: dict[str, object] = {"ndarray": np.ndarray, "may_share": np.may_share_memory,
-                                  "empty": aligned_empty, "new": self._ffi.new,
+                                  "empty": _empty_unchecked, "new": self._ffi.new,
                                   "args_type": self._args_type,
                                   "from_buffer": self._ffi.from_buffer,
                                   "stripe_run": self._lib.stripe_run,
@@ -143,7 +144,8 @@ class Program:
                      f"            or not b{k}.flags.c_contiguous):",
                      "        return None"]
         code += ["    if out is None:"]
-        code += [f"        b{k} = empty(s{k}, d{k})" for k, *_ in outs]
+        code += [f"        b{k} = empty({span * dtype.itemsize}, d{k}, s{k})"
+                 for k, _, _, dtype, span, *_ in outs]
         for k, _, _, dtype, _, _, _, spec in outs:
             env[f"s{k}"], env[f"d{k}"] = spec.sizes, dtype
         code += ["    else:",
