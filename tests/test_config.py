@@ -59,9 +59,9 @@ def test_cpu_avx2_extends_cpu_generic():
     # its cores.
     generic_names = [p.name for p in generic.passes]
     assert [p.name for p in avx2.passes] == generic_names[:1] + ["fuse_rows"] + generic_names[
-        1:] + ["pad", "edges", "tile_l2", "fuse_epilogue", "localize_epilogue", "pack",
-               "hoist_copies", "tile_l1", "microkernel",
-               "fold_init", "threads_init", "threads_pad", "threads", "threads_tiles",
+        1:] + ["pad", "edges", "tile_l2", "pack", "hoist_copies", "fuse_epilogue",
+               "localize_epilogue", "tile_l1", "microkernel",
+               "fold_init", "threads", "threads_init", "threads_pad", "threads_tiles",
                "reorder_shares"]
 
 
