@@ -437,12 +437,8 @@ def _make_match(block: Block, stencil: Stencil, k: int, chosen: Sequence[Index],
 def best_match(block: Block, stencils: Sequence[Stencil], *,
                allow_pad: bool = False) -> Match | None:
     """The cheapest match of any stencil on ``block`` (ties: first found), or None."""
-    best: Match | None = None
-    for k, stencil in enumerate(stencils):
-        for m in matches(block, stencil, k, allow_pad=allow_pad):
-            if best is None or m.cost < best.cost:
-                best = m
-    return best
+    found = _best_per_stencil(block, stencils, allow_pad)
+    return found[0] if found else None
 
 
 # the rewrite ---------------------------------------------------------------------------------

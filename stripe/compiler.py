@@ -96,7 +96,6 @@ class Program:
         # for the quick checks of every call (the full ones explain what is wrong)
         self._input_types = tuple((s.name, s.sizes, s.dtype.np) for s in self._inputs)
         self._output_specs = {s.name: s for s in self._outputs}
-        self._output_types = {s.name: (s.sizes, s.dtype.np) for s in self._outputs}
         # per buffer, in the C function's argument order: (position, name, output?, numpy
         # dtype, elements of its layout, laid out row-major and dense?, zeroed before the
         # call?, spec)
@@ -198,7 +197,7 @@ class Program:
                 return result
         if not self._inputs_match(inputs):
             check_arguments(self._inputs, inputs)
-        given = self._outputs_given(inputs, out) if out else {}
+        given = check_outputs(self._output_specs, inputs, out) if out else {}
         ffi = self._ffi
         args = ffi.new(self._args_type)
         flats: list[np.ndarray] = []
@@ -240,28 +239,6 @@ class Program:
                 else "one of its temporary buffers")
         raise MemoryError(f"the compiled program ran out of memory: allocating {what} "
                           f"failed, so the outputs of this call are not valid")
-
-    def _outputs_given(self, inputs: Mapping[str, np.ndarray],
-                       out: Mapping[str, object]) -> dict[str, np.ndarray]:
-        """The common case of :func:`check_outputs`, quickly (over tables built once); the
-        full check, which explains what is wrong, when anything is not as expected."""
-        types, may_share = self._output_types, np.may_share_memory
-        given: dict[str, np.ndarray] = {}
-        for name, a in out.items():
-            t = types.get(name)
-            if t is None or type(a) is not np.ndarray or a.shape != t[0] or a.dtype != t[1]:
-                return check_outputs(self._output_specs, inputs, out)
-            flags = a.flags
-            if not (flags.c_contiguous and flags.writeable):
-                return check_outputs(self._output_specs, inputs, out)
-            for b in inputs.values():
-                if may_share(a, b):
-                    return check_outputs(self._output_specs, inputs, out)
-            for b in given.values():
-                if may_share(a, b):
-                    return check_outputs(self._output_specs, inputs, out)
-            given[name] = a
-        return given
 
     def _inputs_match(self, arrays: Mapping[str, object]) -> bool:
         """The common case of :func:`check_arguments`, quickly: exactly the compiled inputs,
