@@ -220,7 +220,7 @@ class _Scope:
 class _Emitter:
     def __init__(self, vector: Vector = AVX2) -> None:
         self.vector = vector
-        self.program_buffers: set[str] = set()  # C names of the program's own buffers
+        self.program_buffers: dict[str, _View] = {}  # the program's own buffers by C name
         self.lines: list[str] = []
         self.depth = 1
         self.counters: dict[str, int] = {}
@@ -273,7 +273,7 @@ class _Emitter:
                       f"  /* {comment_name(r.into)} */")
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
                                        memory=r.location.name or MAIN_MEMORY, root=cname)
-            self.program_buffers.add(cname)
+            self.program_buffers[cname] = scope.refs[r.into]
             buffers.append(BufferSpec(r.into, r.dtype, r.shape.sizes, r.shape.strides,
                                       r.dir.writes))
         for r in root.refs:
@@ -298,7 +298,7 @@ class _Emitter:
                                         max(r.shape.span, 1) * r.dtype.itemsize))
             scope.refs[r.into] = _View(cname, r.dtype, r.shape.sizes, r.shape.strides,
                                        memory=r.location.name or MAIN_MEMORY, root=cname)
-            self.program_buffers.add(cname)
+            self.program_buffers[cname] = scope.refs[r.into]
         if root.idxs or root.constraints:
             raise IRError("the program block must have no indexes or constraints", root.name)
         if frees:  # out of memory: free what was allocated and report it, run nothing
@@ -736,6 +736,8 @@ class _Emitter:
                           f"__builtin_prefetch({pc} + {i * scm + j * lanes}, 1, 3);")
         for extra in sets[1:]:
             self.line(" ".join(f"{vt} {name} = {{0}};" for row in extra for name in row))
+        ahead = (self.next_tile_prefetches(k, outer, stride)
+                 if vecs == k.nv and mask is None else ())
         offs_a, offs_b = self.reduction_loops(k, k_bounds, stride, scope, last=False)
         turn = [0]
 
@@ -751,6 +753,9 @@ class _Emitter:
             bv = [self.fresh("bv") for _ in range(vecs)]
             for j, name in enumerate(bv):
                 self.line(load(name, f"{qb} + {j * lanes}", j))
+            if ahead:
+                self.line(" ".join(f"__builtin_prefetch((const void *)((uintptr_t){qb} + {o}));"
+                                   for o in ahead) + "  /* B, the next tile's row */")
             for i, row in enumerate(current):
                 if k.a_vector:  # A follows the columns too: a vector of it per accumulator
                     for j, (name, bn) in enumerate(zip(row, bv)):
@@ -782,6 +787,34 @@ class _Emitter:
                     continue
                 self.line(f"{{ {vt} {cv}; memcpy(&{cv}, {off}, sizeof({vt})); {cv} += {name}; "
                           f"memcpy({off}, &{cv}, sizeof({vt})); }}")
+
+    def next_tile_prefetches(self, k: MicroKernel, outer: _Scope,
+                             stride: Callable[[str, Refinement, Index | None], int],
+                             ) -> tuple[int, ...]:
+        """Byte offsets, from a reduction point's row of ``B``, of the lines of the same row
+        in the next tile of columns, which the kernel prefetches at that point (see
+        ``Compute.kernel_prefetch``): when ``B`` is a program buffer read in place, its rows
+        are further apart than the kernel's columns, the kernel's innermost reduction covers
+        the buffer's whole extent along it (a kernel over part of it is followed by the next
+        part, not by the tile beside), and the next tile's rows take at most
+        ``vector.kernel_prefetch`` bytes. Otherwise none. The addresses are formed as
+        integers: past the buffer's end a prefetch is harmless and never faults."""
+        limit = self.vector.kernel_prefetch
+        if not limit or k.a_vector or not k.ks:
+            return ()
+        buffer = self.program_buffers.get(outer.refs[k.b.from_].root)
+        if buffer is None:
+            return ()  # a packed copy: the tile beside is in cache already
+        row = abs(stride("b", k.b, k.ks[-1]))
+        if row <= k.n.range:
+            return ()  # contiguous rows: the hardware prefetcher follows them
+        extents = [n for n, st in zip(buffer.sizes, buffer.strides) if st == row and n > 1]
+        if extents != [k.ks[-1].range]:
+            return ()  # part of the reduction: the next kernel takes the next part
+        width = k.n.range * k.dtype.itemsize
+        if math.prod(ix.range for ix in k.ks) * width > limit:
+            return ()
+        return tuple(range(width, 2 * width, 64)) + (2 * width - 1,)
 
     def accumulator_sets(self, k: MicroKernel, rows: int, vecs: int) -> int:
         """How many sets of ``rows x vecs`` accumulators the kernel keeps: one, unless it

@@ -77,6 +77,10 @@ class Vector:
     """FMA chains a kernel needs in flight (``compute.kernel_chains``): a kernel with fewer
     accumulators keeps up to ``unroll`` sets of them."""
 
+    kernel_prefetch: int = 0
+    """Bytes of the next tile of an unpacked ``B`` a kernel prefetches at most
+    (``compute.kernel_prefetch``); 0: none."""
+
     def __post_init__(self) -> None:
         if self.bytes not in VECTOR_WIDTHS:
             object.__setattr__(self, "bytes", 32)

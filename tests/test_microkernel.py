@@ -34,7 +34,8 @@ def stencil(m: int, n: int, reductions: int = 1) -> str:
 
 
 def config(tmp_path: Path, *, m: int = 6, n: int = 16, tile_kb: int = 0, pad: bool = False,
-           pack: bool = False, width: int = 32, unroll: int = 1, chains: int = 1) -> str:
+           pack: bool = False, width: int = 32, unroll: int = 1, chains: int = 1,
+           prefetch: int = 0) -> str:
     """A config that stencils every contraction for the micro-kernel (optionally padded,
     tiled for a small cache and packed first)."""
     stencils = f"[{stencil(m, n, 3)}, {stencil(m, n, 1)}]"
@@ -55,7 +56,8 @@ def config(tmp_path: Path, *, m: int = 6, n: int = 16, tile_kb: int = 0, pad: bo
                   f"outer_order: [n, m], stencils: {stencils}}}}}")
     path = tmp_path / "mk.yaml"
     path.write_text(f"target: mk_test\nextends: cpu_generic\ncompute: {{vector_width: {width}, "
-                    f"kernel_unroll: {unroll}, kernel_chains: {chains}}}\n"
+                    f"kernel_unroll: {unroll}, kernel_chains: {chains}, "
+                    f"kernel_prefetch: {prefetch}}}\n"
                     "passes:\n" + "\n".join(passes) + "\n")
     return str(path)
 
@@ -227,6 +229,46 @@ def test_few_accumulators_keep_a_second_set(tmp_path, rng, m, k, n):
     six = check(MATMUL, {"A": a6, "B": b16}, a6 @ b16,
                 config(tmp_path, m=6, n=16, unroll=2, chains=8)).c_source
     assert "micro-kernel 6x16" in six and not summed.search(six)
+
+
+NEXT_TILE = "the next tile's row"
+
+
+@pytest.mark.parametrize("t,m,k,n", [(3, 10, 64, 50), (2, 7, 37, 45), (4, 13, 9, 33)])
+def test_kernels_prefetch_the_next_tile_of_an_unpacked_b(tmp_path, rng, t, m, k, n):
+    """With ``kernel_prefetch``, a kernel that reads B in place (batched: B's rows N apart,
+    more than the kernel's 16 columns) over B's whole reduction prefetches, at every point,
+    that row's next 16 columns (64 bytes: two lines unless aligned); the results are the
+    same, tails and ragged tiles included. Without the option, or when the next tile's
+    rows take more bytes than it allows, there are no such prefetches."""
+    a = rng.standard_normal((t, m, k)).astype(np.float32)
+    b = rng.standard_normal((t, k, n)).astype(np.float32)
+    want = a @ b
+    on = check(BATCHED, {"A": a, "B": b}, want, config(tmp_path, prefetch=16384)).c_source
+    assert NEXT_TILE in on
+    body = on.split("int stripe_run")[1]
+    assert re.search(r"__builtin_prefetch\(\(const void \*\)\(\(uintptr_t\)p\d+ \+ 64\)\); "
+                     r"__builtin_prefetch\(\(const void \*\)\(\(uintptr_t\)p\d+ \+ 127\)\);",
+                     body)
+    off = check(BATCHED, {"A": a, "B": b}, want, config(tmp_path)).c_source
+    assert NEXT_TILE not in off
+    small = check(BATCHED, {"A": a, "B": b}, want,
+                  config(tmp_path, prefetch=k * 64 - 1)).c_source
+    assert NEXT_TILE not in small
+
+
+def test_no_next_tile_prefetch_for_packed_or_split_b(tmp_path, rng):
+    """A packed B is in cache already, and a kernel over part of the reduction (tiled for a
+    small cache) is followed by the next part, not by the tile beside: no prefetches."""
+    a = rng.standard_normal((50, 130)).astype(np.float32)
+    b = rng.standard_normal((130, 70)).astype(np.float32)
+    packed = check(MATMUL, {"A": a, "B": b}, a @ b,
+                   config(tmp_path, tile_kb=16, pack=True, prefetch=1 << 20)).c_source
+    split = check(MATMUL, {"A": a, "B": b}, a @ b,
+                  config(tmp_path, tile_kb=16, prefetch=1 << 20)).c_source
+    assert NEXT_TILE not in packed and NEXT_TILE not in split
+    whole = check(MATMUL, {"A": a, "B": b}, a @ b, config(tmp_path, prefetch=1 << 20))
+    assert NEXT_TILE in whole.c_source
 
 
 def test_too_many_registers_fall_back_to_loops(tmp_path, rng):
