@@ -24,15 +24,23 @@ coefficients, fitted by a Remez exchange against float64 references):
     ``log(1+f) = f - f^2/2 + f^3*P(f)`` with ``P`` of degree 7 (minimax relative error 5.8e-9);
     ``k*ln2`` is added in the same two pieces as in ``exp``.
 ``stripe_tanhf(x)``
-    On ``a = |x|``: ``a + a^3*P(a^2)`` with ``P`` of degree 4 for ``a < 0.625`` (minimax
-    relative error 4.4e-9), otherwise ``1 - 2/(exp(2a) + 1)``. Both are computed and blended;
-    the sign bit of ``x`` is then copied onto the result (so ``tanh(-0) = -0``). ``exp(2a)``
-    is ``stripe_expf``'s method cut to the arguments it gets here: ``a`` clamped to 9.5
-    (``tanh`` rounds to 1 from 9.1 on), so no lower clamp and ``2^n`` as one factor. The
-    results are bit for bit those of calling ``stripe_expf`` (checked on all 2^32 inputs
-    with AVX2+FMA, AVX-512, plain x86-64 and ``-ffp-contract=off``), with 8 fewer vector
-    operations: ``tanh(a*b+c)`` over 16M elements 19.4 -> 16.2 ms on one Zen 4 core
-    (AVX2), 0.75 -> 0.58 ns per element in cache.
+    On ``a = |x|``: ``a + a^3*P(a^2)`` with ``P`` of degree 3 for ``a < 0.55`` (minimax
+    relative error 3.7e-8), otherwise ``1 - 2/(exp(2a) + 1)``. Both are computed and blended;
+    the sign bit of ``x`` is then copied onto the result (so ``tanh(-0) = -0``). The switch
+    sits just above ``atanh(1/2) = 0.549``, where the result reaches 1/2 and its ulp doubles:
+    from there the rounding errors of ``2/(exp(2a) + 1)`` (below 1/2) cost at most half an ulp
+    of the result. ``exp(2a)`` is ``stripe_expf``'s method cut to what it can be here: ``a``
+    clamped to 9.5 (``tanh`` rounds to 1 from 9.1 on), so no lower clamp and ``2^n`` as one
+    factor; the reduction is done on ``a`` itself (``r = a - n*ln2/2``, ``|r| <= ln2/4``),
+    ``exp(2r) = 1 + u`` with ``u = 2r + r^2*Q(r)`` (``Q`` of degree 4, minimax relative
+    error 3.1e-9), and ``exp(2a) + 1 = 2^n*u + (2^n + 1)`` in one fused multiply-add, the
+    ``2^n + 1`` beside the chain. Against the previous version (degree 4 below 0.625, the
+    reduction on ``2a`` and ``exp(2r)`` formed first, bit for bit ``stripe_expf``): one
+    multiply-add fewer and a shorter dependency chain, the same accuracy; in cache 0.58 ->
+    0.53 ns per element on one Zen 4 core (AVX2), ``tanh(a*b+c)`` over 16M elements 11.5 ->
+    10.8 ms with the four arrays 32 KiB apart, the same 18 ms with them 4 KiB apart (what
+    equal arrays allocated one after another get), where the memory streams set the time
+    (docs/performance.md).
 
 Selections are bit blends (``stripe_vm_select``), not float ternaries: under gcc's default
 ``-ftrapping-math`` a ternary lets gcc sink the unselected arm's arithmetic into a branch that
@@ -46,7 +54,8 @@ Accuracy, measured on every one of the 2^32 float32 inputs against glibc's doubl
 
 * ``stripe_expf``: max 1.01 ulp, max relative error 8.5e-8 on normal results; subnormal
   results (``-103.97 < x < -87.34``) within 1.01 of the subnormal spacing.
-* ``stripe_tanhf``: max 1.33 ulp (just above the switch at 0.625), max relative error 1.4e-7.
+* ``stripe_tanhf``: max 1.33 ulp with FMA contraction, 1.37 without (just below and above the
+  switch at 0.55), max relative error 1.6e-7.
 * ``stripe_logf``: max 0.89 ulp, max relative error 8.4e-8 (subnormal inputs included).
 
 No input gives a NaN, infinity or zero (or zero sign) that the reference does not.
@@ -136,40 +145,38 @@ static inline float stripe_tanhf(float x)
     uint32_t ab = xb ^ sign;
     float a;
     memcpy(&a, &ab, sizeof a);
-    /* Small |x|: odd polynomial a + a^3 * P(a^2). */
+    /* Small |x| (below 0.55): odd polynomial a + a^3 * P(a^2). */
     float z = a * a;
-    float p = -0.0057049873f;
-    p = p * z + 0.020639088f;
-    p = p * z - 0.053739715f;
-    p = p * z + 0.13331442f;
-    p = p * z - 0.3333328f;
+    float p = 0.016437592f;
+    p = p * z - 0.05267182f;
+    p = p * z + 0.13320725f;
+    p = p * z - 0.33332947f;
     float small = (a * z) * p + a;
-    /* Otherwise 1 - 2 / (exp(2a) + 1), with exp(2a) computed as in stripe_expf but only
-       for what it can be here: 2a in [0, 19] (a is clamped to 9.5; tanh rounds to 1 from
-       there on, and a NaN fails the comparison and stays NaN), so there is no clamp below,
-       and 2^n (n <= 27) is one normal factor, exactly as the two factors of stripe_expf
-       multiply out: bit for bit the same results with 8 fewer vector operations. */
+    /* Otherwise 1 - 2 / (exp(2a) + 1). a is clamped to 9.5 (tanh rounds to 1 from 9.1 on;
+       a NaN fails the comparison and stays NaN). exp(2a) = 2^n * exp(2r) with
+       n = round(2a / ln2) and r = a - n * ln2/2 in two steps (ln2/2 = 0.3466796875, whose
+       product with n is exact, + 1.06097221e-4), |r| <= ln2/4; exp(2r) = 1 + u with
+       u = 2r + r^2 * Q(r), and exp(2a) + 1 = 2^n * u + (2^n + 1), 2^n (n <= 27) one normal
+       factor. */
     float ac = stripe_vm_select(a > 9.5f, 9.5f, a);
-    float y = ac + ac;
-    float t = y * 1.44269504f + 12582912.0f;
+    float t = ac * 2.88539f + 12582912.0f;
     float nf = t - 12582912.0f;
     uint32_t tb;
     memcpy(&tb, &t, sizeof tb);
-    float r = y - nf * 0.693359375f;
-    r = r + nf * 2.12194442e-4f;
+    float r = ac - nf * 0.3466796875f;
+    r = r + nf * 1.06097221e-4f;
     float rr = r * r;
-    float q = 0.0013814191f;
-    q = q * r + 0.008368914f;
-    q = q * r + 0.041668408f;
-    q = q * r + 0.1666652f;
-    q = q * r + 0.49999994f;
-    q = q * rr + r;
-    q = q + 1.0f;
+    float q = 0.08841298f;
+    q = q * r + 0.26779982f;
+    q = q * r + 0.6666943f;
+    q = q * r + 1.3333217f;
+    q = q * r + 1.9999998f;
+    float u = q * rr + (r + r);
     uint32_t sb = (tb - (0x4B400000u - 127u)) << 23;
     float s;
     memcpy(&s, &sb, sizeof s);
-    float big = 1.0f - 2.0f / (q * s + 1.0f);
-    float res = stripe_vm_select(a < 0.625f, small, big);
+    float big = 1.0f - 2.0f / (u * s + (s + 1.0f));
+    float res = stripe_vm_select(a < 0.55f, small, big);
     uint32_t rb;
     memcpy(&rb, &res, sizeof rb);
     rb |= sign;

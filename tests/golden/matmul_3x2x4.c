@@ -88,40 +88,38 @@ static inline float stripe_tanhf(float x)
     uint32_t ab = xb ^ sign;
     float a;
     memcpy(&a, &ab, sizeof a);
-    /* Small |x|: odd polynomial a + a^3 * P(a^2). */
+    /* Small |x| (below 0.55): odd polynomial a + a^3 * P(a^2). */
     float z = a * a;
-    float p = -0.0057049873f;
-    p = p * z + 0.020639088f;
-    p = p * z - 0.053739715f;
-    p = p * z + 0.13331442f;
-    p = p * z - 0.3333328f;
+    float p = 0.016437592f;
+    p = p * z - 0.05267182f;
+    p = p * z + 0.13320725f;
+    p = p * z - 0.33332947f;
     float small = (a * z) * p + a;
-    /* Otherwise 1 - 2 / (exp(2a) + 1), with exp(2a) computed as in stripe_expf but only
-       for what it can be here: 2a in [0, 19] (a is clamped to 9.5; tanh rounds to 1 from
-       there on, and a NaN fails the comparison and stays NaN), so there is no clamp below,
-       and 2^n (n <= 27) is one normal factor, exactly as the two factors of stripe_expf
-       multiply out: bit for bit the same results with 8 fewer vector operations. */
+    /* Otherwise 1 - 2 / (exp(2a) + 1). a is clamped to 9.5 (tanh rounds to 1 from 9.1 on;
+       a NaN fails the comparison and stays NaN). exp(2a) = 2^n * exp(2r) with
+       n = round(2a / ln2) and r = a - n * ln2/2 in two steps (ln2/2 = 0.3466796875, whose
+       product with n is exact, + 1.06097221e-4), |r| <= ln2/4; exp(2r) = 1 + u with
+       u = 2r + r^2 * Q(r), and exp(2a) + 1 = 2^n * u + (2^n + 1), 2^n (n <= 27) one normal
+       factor. */
     float ac = stripe_vm_select(a > 9.5f, 9.5f, a);
-    float y = ac + ac;
-    float t = y * 1.44269504f + 12582912.0f;
+    float t = ac * 2.88539f + 12582912.0f;
     float nf = t - 12582912.0f;
     uint32_t tb;
     memcpy(&tb, &t, sizeof tb);
-    float r = y - nf * 0.693359375f;
-    r = r + nf * 2.12194442e-4f;
+    float r = ac - nf * 0.3466796875f;
+    r = r + nf * 1.06097221e-4f;
     float rr = r * r;
-    float q = 0.0013814191f;
-    q = q * r + 0.008368914f;
-    q = q * r + 0.041668408f;
-    q = q * r + 0.1666652f;
-    q = q * r + 0.49999994f;
-    q = q * rr + r;
-    q = q + 1.0f;
+    float q = 0.08841298f;
+    q = q * r + 0.26779982f;
+    q = q * r + 0.6666943f;
+    q = q * r + 1.3333217f;
+    q = q * r + 1.9999998f;
+    float u = q * rr + (r + r);
     uint32_t sb = (tb - (0x4B400000u - 127u)) << 23;
     float s;
     memcpy(&s, &sb, sizeof s);
-    float big = 1.0f - 2.0f / (q * s + 1.0f);
-    float res = stripe_vm_select(a < 0.625f, small, big);
+    float big = 1.0f - 2.0f / (u * s + (s + 1.0f));
+    float res = stripe_vm_select(a < 0.55f, small, big);
     uint32_t rb;
     memcpy(&rb, &res, sizeof rb);
     rb |= sign;
