@@ -227,6 +227,9 @@ class _Emitter:
         self.uses_openmp = False
         self.stats: dict[str, int] = {}  # "SRAM.bytes_in" -> slot in stripe_counters
         self.heap: list[str] = []  # what each checked allocation is, for the error message
+        # the block whose body is being written and the rows of program buffers it writes
+        # (Compute.prefetch_writes); emptied once its first row reduction prefetched them
+        self.row_writes: tuple[Block, list[_View]] | None = None
 
     def count(self, name: str, amount: str | int) -> None:
         """Emit code that adds ``amount`` to run-time counter ``name``: to the thread's own
@@ -497,6 +500,7 @@ class _Emitter:
         self.line(f"int64_t {x} = {lo};  /* {comment_name(ix.name)} */")
         self.open(f"for (; {x} + {lanes} <= {hi}; {x} += {lanes})")
         self.prefetches(b, ix, x, outer, scope)
+        self.write_prefetches(b, ix, x)
         # kept as a loop: gcc vectorises it (a max/min as vmaxps/vminps) where it would not
         # vectorise the eight statements left by unrolling it
         self.line("#pragma GCC unroll 0")
@@ -1123,11 +1127,43 @@ class _Emitter:
                                        parent.memory, parent.root)
 
     def body_of(self, b: Block, scope: _Scope, path: str) -> None:
+        saved = self.row_writes
+        self.row_writes = (b, self.written_rows(b, scope)) if self.vector.prefetch_writes else None
         for s in b.stmts:
             if isinstance(s, Block):
                 self.block(s, scope, f"{path}/{s.name}")
             else:
                 self.statement(s, scope, path)
+        self.row_writes = saved
+
+    def written_rows(self, b: Block, scope: _Scope) -> list[_View]:
+        """The views of program buffers that ``b`` writes and that are one row: a single
+        dimension longer than 1, of unit stride (see ``Compute.prefetch_writes``)."""
+        rows = []
+        for r in b.refs:
+            view = scope.refs.get(r.into)
+            if (r.is_alloc or not r.dir.writes or view is None
+                    or view.root not in self.program_buffers):
+                continue
+            long = [(n, st) for n, st in zip(view.sizes, view.strides) if n > 1]
+            if len(long) == 1 and long[0][1] == 1:
+                rows.append(view)
+        return rows
+
+    def write_prefetches(self, b: Block, ix: Index, value: str) -> None:
+        """In the first row reduction ``b`` of a row block (over ``ix``, at ``value``),
+        prefetch for writing the rows of the program buffers the row block writes, when they
+        are as long as the reduction (see ``Compute.prefetch_writes``)."""
+        if self.row_writes is None:
+            return
+        parent, rows = self.row_writes
+        if not any(s is b for s in parent.stmts):
+            return
+        self.row_writes = (parent, [])  # the first row reduction only
+        for view in rows:
+            if max(view.sizes) == ix.range:
+                self.line(f"__builtin_prefetch((const void *)((uintptr_t)({view.cname} + "
+                          f"{value})), 1, 3);  /* the row written after the reduction */")
 
     # expressions ----------------------------------------------------------------------------
     def affine(self, a: Affine, scope: _Scope) -> str:

@@ -81,6 +81,10 @@ class Vector:
     """Bytes of the next tile of an unpacked ``B`` a kernel prefetches at most
     (``compute.kernel_prefetch``); 0: none."""
 
+    prefetch_writes: int = 0
+    """1: a row block's first row reduction prefetches the rows the block writes
+    (``compute.prefetch_writes``)."""
+
     def __post_init__(self) -> None:
         if self.bytes not in VECTOR_WIDTHS:
             object.__setattr__(self, "bytes", 32)

@@ -52,8 +52,11 @@ if TYPE_CHECKING:
 CONFIG_KEYS = ("cflags", "compute", "extends", "memories", "passes", "target")
 MEMORY_KEYS = ("banks", "line", "name", "size")
 COMPUTE_KEYS = ("units", "vector_width", "vector_registers", "prefetch_ahead",
-                "copy_prefetch", "kernel_unroll", "kernel_chains", "kernel_prefetch")
+                "copy_prefetch", "kernel_unroll", "kernel_chains", "kernel_prefetch",
+                "prefetch_writes")
 MAX_KERNEL_UNROLL = 16  # copies of a kernel's loop body; more only grows the C
+COMPUTE_ZERO_OK = ("prefetch_ahead", "copy_prefetch", "kernel_prefetch", "prefetch_writes")
+COMPUTE_MAXIMUM = {"kernel_unroll": MAX_KERNEL_UNROLL, "kernel_chains": 64, "prefetch_writes": 1}
 PASS_KEYS = ("after", "before", "name", "options", "type")
 SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
@@ -142,6 +145,13 @@ class Compute:
     prefetcher does not follow 64 short rows 2 KB apart across kernels: a batched 16 x
     (10x64 @ 64x500), whose 2 MB of B come from L3 on every call, 15% faster on one Zen 4
     core with 16384. 0: never."""
+    prefetch_writes: int = 0
+    """1: a block that works row by row (a row reduction, then the elementwise kernels over
+    the row, such as softmax or layer norm fused by ``fuse``) prefetches, for writing, the
+    row of every program buffer it writes while its first row reduction reads the row, one
+    prefetch per lane group. The output's lines then arrive while the row is reduced
+    instead of on the store misses of the row's last pass: a 4096x1024 layer norm 10%
+    faster on one Zen 4 core. 0: no."""
 
 
 @dataclass(frozen=True)
@@ -492,11 +502,8 @@ def _load_draft(source: _Source, chain: tuple[str, ...]) -> _Draft:
     if "compute" in top:
         for key, value in f.mapping(top["compute"], "compute", COMPUTE_KEYS).items():
             draft.compute[key] = f.integer(value, f"compute {key}",
-                                           minimum=0 if key in ("prefetch_ahead", "copy_prefetch",
-                                                                "kernel_prefetch")
-                                           else 1,
-                                           maximum=MAX_KERNEL_UNROLL if key == "kernel_unroll"
-                                           else 64 if key == "kernel_chains" else None)
+                                           minimum=0 if key in COMPUTE_ZERO_OK else 1,
+                                           maximum=COMPUTE_MAXIMUM.get(key))
     if "cflags" in top:
         draft.cflags = _cflags(f, top["cflags"])
     if "passes" in top:
