@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ops_catalog import depthwise3x3_ref
+from ops_catalog import OPS_BY_NAME, depthwise3x3_ref
 
 import stripe
 from stripe.compiler import compile_program
@@ -180,47 +180,33 @@ def test_prefetch_ahead_reaches_only_program_buffers(tmp_path, rng):
     np.testing.assert_array_equal(off(I=x)["O"], prog(I=x)["O"])
 
 
-LAYER_NORM = """function (X[N, C], G[C], Bias[C]) -> (O) {
-    S[n, 0 : N, 1] = +(X[n, c]);
-    Mu = S / C;
-    D = X - Mu;
-    V[n, 0 : N, 1] = +(D[n, c] * D[n, c]);
-    Var = V / C;
-    O = D / sqrt(Var + 0.00001) * G + Bias;
-}"""
 WRITTEN_ROW = "/* the row written after the reduction */"
 
 
-@pytest.mark.parametrize("source,n,c", [(LAYER_NORM, 37, 1000), (LAYER_NORM, 5, 23),
-                                        (SOFTMAX, 19, 301)])
-def test_prefetch_writes_fetches_the_output_row_in_the_first_reduction(tmp_path, rng, source,
+@pytest.mark.parametrize("name,n,c", [("layer_norm", 37, 1000), ("layer_norm", 5, 23),
+                                      ("softmax", 19, 301)])
+def test_prefetch_writes_fetches_the_output_row_in_the_first_reduction(tmp_path, rng, name,
                                                                         n, c):
     """``compute.prefetch_writes: 1``: where fuse runs a row reduction and the elementwise
     kernels over the row in one row block, the first reduction's lane groups prefetch, for
     writing, the row of the output that the block's last kernel stores -- once per row block,
     not in the later reductions; bit for bit the result without it, and numpy's."""
-    x = rng.standard_normal((n, c)).astype(np.float32)
-    g, bias = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
-    arrays = {"X": x, "G": g, "Bias": bias} if source is LAYER_NORM else {"I": x}
+    op = OPS_BY_NAME[name]
+    shapes = {"X": (n, c), "G": (c,), "Bias": (c,), "I": (n, c)}
+    arrays = {k: rng.standard_normal(shapes[k]).astype(np.float32) for k in op.inputs}
     progs = {}
     for flag in (0, 1):
         cfg = tmp_path / f"pw{flag}.yaml"
         cfg.write_text(f"target: pw{flag}\nextends: cpu_avx2\n"
                        f"compute: {{prefetch_writes: {flag}}}\n")
-        progs[flag] = stripe.compile(source, arrays, target=str(cfg))
+        progs[flag] = stripe.compile(op.source, arrays, target=str(cfg))
     on = progs[1].c_source.split("int stripe_run")[1]
     assert on.count(WRITTEN_ROW) == 1 and WRITTEN_ROW not in progs[0].c_source
     line = next(ln for ln in on.splitlines() if WRITTEN_ROW in ln)
     assert ", 1, 3);" in line  # for writing, kept in every cache level
     got = progs[1](**arrays)["O"]
     np.testing.assert_array_equal(got, progs[0](**arrays)["O"])
-    if source is LAYER_NORM:
-        mu = x.mean(axis=1, keepdims=True)
-        want = (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + 1e-5) * g + bias
-    else:
-        e = np.exp(x - x.max(axis=1, keepdims=True))
-        want = e / e.sum(axis=1, keepdims=True)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, op.reference(**arrays)["O"], rtol=1e-4, atol=1e-4)
 
 
 MATMUL = """function (A[M, K], B[K, N]) -> (O) {
