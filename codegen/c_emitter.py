@@ -10,7 +10,9 @@ Mapping (see ``docs/codegen.md``):
 * the ``#program`` block becomes ``int stripe_run(void **args)``: its ``user`` buffers arrive
   in ``args`` (inputs then outputs, in refinement order), ``tmp`` buffers are ``calloc``-ed;
   it returns 0, or ``k + 1`` when the k-th checked heap allocation (``CProgram.allocations``)
-  failed (for a program buffer, with every buffer it allocated freed, before running);
+  failed (for a program buffer, with every buffer it allocated freed, before running), or
+  ``STRIPE_OVERLAP`` (-1), before anything runs, when an output's bytes overlap another
+  argument's;
 * a block becomes a loop nest over its indexes (64-bit), a constraint with one index becomes
   a tightened loop bound, any other constraint a guard placed right after the loop of its
   innermost index;
@@ -94,6 +96,13 @@ __attribute__((unused)) static const long long stripe_lane_mask_i64[8] = {
     __builtin_ia32_maskstorepd256((stripe_f64x4 *)(p), (m), (v))
 #endif
 """ + vmath.VMATH_C + """
+/* do the byte ranges [p, p + n) and [q, q + m) overlap? (as integers: no pointer
+   comparison across objects) */
+#define STRIPE_OVERLAP (-1)
+static inline int stripe_overlap(const void *p, int64_t n, const void *q, int64_t m) {
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+    return a < b + (uintptr_t)m && b < a + (uintptr_t)n;
+}
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t stripe_ipow(int64_t b, int64_t e) {
@@ -163,6 +172,11 @@ def c_literal(value: object, dtype: DType) -> str:
     if dtype is DType.INT64 and v == -(2 ** 63):
         return "INT64_MIN"
     return f"INT64_C({v})" if dtype is DType.INT64 else f"({C_TYPES[dtype]}){v}"
+
+
+OVERLAP = -1
+"""What ``stripe_run`` returns, before running, when an output's bytes overlap another
+argument's (``STRIPE_OVERLAP`` in the C prelude)."""
 
 
 @dataclass
@@ -279,6 +293,7 @@ class _Emitter:
             self.program_buffers[cname] = scope.refs[r.into]
             buffers.append(BufferSpec(r.into, r.dtype, r.shape.sizes, r.shape.strides,
                                       r.dir.writes))
+        self.overlap_checks(user, scope)
         for r in root.refs:
             if r in user:
                 continue
@@ -328,6 +343,24 @@ class _Emitter:
         source = (f"{PRELUDE}\n{_stats_functions(len(names))}\n"
                   f"int stripe_run(void **args) {{\n    stripe_reset_stats();\n{body}\n}}\n")
         return CProgram(source, tuple(buffers), self.uses_openmp, names, tuple(self.heap))
+
+    def overlap_checks(self, user: list[Refinement], scope: _Scope) -> None:
+        """Return ``STRIPE_OVERLAP`` (-1) before anything runs when an output's memory
+        overlaps another argument's: the C code reads its inputs through ``restrict``
+        pointers and keeps partial sums in registers, so it would read what it writes.
+        ``Program.run`` never passes such arguments; its quick path leaves this test to the
+        C code (a few comparisons instead of a ``np.may_share_memory`` per pair)."""
+        spans = [(scope.refs[r.into].cname, max(r.shape.span, 0) * r.dtype.itemsize, r)
+                 for r in user]
+        for k, (out, out_bytes, r) in enumerate(spans):
+            if not r.dir.writes or not out_bytes:
+                continue
+            for j, (other, other_bytes, q) in enumerate(spans):
+                if j == k or not other_bytes or (q.dir.writes and j > k):
+                    continue  # each pair of outputs once
+                self.line(f"if (stripe_overlap({out}, {out_bytes}, {other}, {other_bytes})) "
+                          f"return STRIPE_OVERLAP;  /* {comment_name(r.into)} and "
+                          f"{comment_name(q.into)} */")
 
     # blocks ---------------------------------------------------------------------------------
     def block(self, b: Block, outer: _Scope, path: str) -> None:

@@ -8,6 +8,7 @@ from conftest import runnable_configs
 from ops_catalog import OPS, Op, random_inputs
 
 import stripe
+from stripe.codegen.c_emitter import OVERLAP
 from stripe.compiler import compile_program, overwritten_outputs
 from stripe.ir import Index
 
@@ -166,6 +167,46 @@ def test_run_fast_path_and_its_fallbacks() -> None:
     assert prog._fast({"A": a.astype(np.float64), "B": b}, None) is None
     with pytest.raises(stripe.StripeError, match="input A"):
         prog.run({"A": a.astype(np.float64), "B": b})
+
+
+def test_the_c_code_refuses_outputs_that_overlap_another_argument() -> None:
+    """``stripe_run`` compares the byte ranges of its arguments before anything runs and
+    returns ``STRIPE_OVERLAP`` when an output overlaps an input or another output, writing
+    nothing; the quick path of ``run`` leaves that test to it (no ``np.may_share_memory``
+    when no output must be zeroed first) and then hands the call to the general path, which
+    says what is wrong. Touching but disjoint ranges are fine."""
+    src = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((10, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 50)).astype(np.float32)
+    prog = stripe.compile(src, {"A": a, "B": b}, target="cpu_avx2")
+    assert f"#define STRIPE_OVERLAP ({OVERLAP})" in prog.c_source
+    assert prog.c_source.count("return STRIPE_OVERLAP;") == 2  # C against A, C against B
+    assert not prog._calls[-1][6]  # C is written whole: not zeroed first
+    pool = np.full(64 * 50 + 10 * 50, 7.0, np.float32)
+    bb = pool[:64 * 50].reshape(64, 50)
+    bb[...] = b
+    for start, overlaps in ((64 * 50 - 1, True), (64 * 50, False)):
+        pool[64 * 50:] = 7.0
+        c = pool[start:start + 500].reshape(10, 50)
+        ffi = prog._ffi
+        args = ffi.new(prog._args_type)
+        for k, arr in enumerate((a, bb, c)):
+            args[k] = ffi.from_buffer(arr)
+        before = pool.copy()
+        failed = prog._lib.stripe_run(args)
+        if overlaps:
+            assert failed == OVERLAP
+            np.testing.assert_array_equal(pool, before)  # nothing written
+            assert prog._fast({"A": a, "B": bb}, {"C": c}) is None
+            with pytest.raises(stripe.StripeError, match="out C: the array shares memory with B"):
+                prog.run({"A": a, "B": bb}, out={"C": c})
+            np.testing.assert_array_equal(pool, before)
+        else:
+            assert failed == 0
+            np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+            got = prog.run({"A": a, "B": bb}, out={"C": c})
+            assert got["C"] is c
 
 
 def test_overwritten_outputs_are_the_ones_written_whole_first() -> None:

@@ -165,6 +165,13 @@ static inline float stripe_logf(float x)
 }
 /* ---- end stripe vector math ---- */
 
+/* do the byte ranges [p, p + n) and [q, q + m) overlap? (as integers: no pointer
+   comparison across objects) */
+#define STRIPE_OVERLAP (-1)
+static inline int stripe_overlap(const void *p, int64_t n, const void *q, int64_t m) {
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+    return a < b + (uintptr_t)m && b < a + (uintptr_t)n;
+}
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t stripe_ipow(int64_t b, int64_t e) {
@@ -186,6 +193,8 @@ int stripe_run(void **args) {
     float *restrict b0 = (float *)args[0];  /* A */
     float *restrict b1 = (float *)args[1];  /* B */
     float *restrict b2 = (float *)args[2];  /* C */
+    if (stripe_overlap(b2, 48, b0, 24)) return STRIPE_OVERLAP;  /* C and A */
+    if (stripe_overlap(b2, 48, b1, 32)) return STRIPE_OVERLAP;  /* C and B */
     int stripe_failed = 0;
     int64_t stripe_lc[STRIPE_NSTATS] = {0};
     {  /* block main */
