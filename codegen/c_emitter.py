@@ -68,6 +68,11 @@ C_TYPES = {
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
+OVERLAP = -1
+"""What ``stripe_run`` returns, before running, when an output's bytes overlap another
+argument's (``STRIPE_OVERLAP`` in the C prelude)."""
+
+
 PRELUDE = """\
 #include <math.h>
 #include <stdbool.h>
@@ -98,7 +103,7 @@ __attribute__((unused)) static const long long stripe_lane_mask_i64[8] = {
 """ + vmath.VMATH_C + """
 /* do the byte ranges [p, p + n) and [q, q + m) overlap? (as integers: no pointer
    comparison across objects) */
-#define STRIPE_OVERLAP (-1)
+#define STRIPE_OVERLAP (""" + str(OVERLAP) + """)
 static inline int stripe_overlap(const void *p, int64_t n, const void *q, int64_t m) {
     uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
     return a < b + (uintptr_t)m && b < a + (uintptr_t)n;
@@ -172,11 +177,6 @@ def c_literal(value: object, dtype: DType) -> str:
     if dtype is DType.INT64 and v == -(2 ** 63):
         return "INT64_MIN"
     return f"INT64_C({v})" if dtype is DType.INT64 else f"({C_TYPES[dtype]}){v}"
-
-
-OVERLAP = -1
-"""What ``stripe_run`` returns, before running, when an output's bytes overlap another
-argument's (``STRIPE_OVERLAP`` in the C prelude)."""
 
 
 @dataclass
@@ -350,7 +350,7 @@ class _Emitter:
         pointers and keeps partial sums in registers, so it would read what it writes.
         ``Program.run`` never passes such arguments; its quick path leaves this test to the
         C code (a few comparisons instead of a ``np.may_share_memory`` per pair)."""
-        spans = [(scope.refs[r.into].cname, max(r.shape.span, 0) * r.dtype.itemsize, r)
+        spans = [(scope.refs[r.into].cname, r.shape.span * r.dtype.itemsize, r)
                  for r in user]
         for k, (out, out_bytes, r) in enumerate(spans):
             if not r.dir.writes or not out_bytes:
