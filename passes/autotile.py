@@ -35,7 +35,12 @@ has a tile footprint box; it costs
   and the buffer's strides, for a buffer aligned to a line: the exact number of distinct
   lines, averaged over the alignments that the tiles' first elements actually take (a tile
   of 3 float32 along a contiguous dimension straddles lines; a tile of 8 int8 channels
-  starting on a multiple of 8 does not). With ``cache_width: 0`` every element is a line.
+  starting on a multiple of 8 does not). With ``cache_width: 0`` every element is a line;
+* ``rows`` = the product of the box's extents along the dimensions that are not of unit
+  stride and whose access uses a reduction index: the rows a reduction step crosses. The
+  rows of the views that the tile streams (only read, and no element of them read twice:
+  a box of at least as many elements as the tile has points) are checked against
+  ``max_streams``, the sequential streams the hardware prefetchers follow.
 
 and the tile costs::
 
@@ -54,7 +59,8 @@ Search: sizes per index are the divisors of ``r`` and the powers of two below it
 (``only_po2``: the powers of two and ``r``; ``only_even``: the divisors), starting from
 size 1 and growing one index at a time to its next size. A tile over a size cap, or over
 ``max_sizes_product``, is not grown further (footprints only grow with the tile), so the
-search visits every tile within the caps. The cheapest wins; ties go to fewer tiles, then
+search visits every tile within the caps. A tile over ``max_streams`` only is grown (a
+larger tile may read the view twice, and no longer stream it), but cannot win. The cheapest wins; ties go to fewer tiles, then
 to larger sizes in index order. Indexes not used by any written view (reductions) keep
 their full range unless ``acc_idxs``, and so do indexes of range at most
 ``min_split_range``.
@@ -144,6 +150,21 @@ class Options(Selection):
     """At most this many bytes in the footprints of all costed views of one tile (a view
     that is read and written counts once); 0: no limit."""
 
+    max_streams: int = 0
+    """At most this many rows in the footprints of the *streamed* views of one tile: views
+    only read, whose footprint holds at least as many elements as the tile has points, so
+    that no element is read twice in the tile (a matrix-vector product's matrix). Such a
+    view gains nothing from a cache; it is streamed from memory. Its rows here are those a
+    reduction walks across: the product of the footprint's extents along the dimensions
+    that are not of unit stride and whose access uses a reduction index (an index no
+    written view uses). A micro-kernel reads one element of every such row per reduction
+    step, every row of the tile in turn, and the hardware prefetchers, which follow a
+    limited number of sequential streams, keep ahead only when those rows are few: a
+    one-row 1x2048 @ 2048x1000 product in L2 tiles of 16 rows over 512 columns is 8%
+    faster than in tiles of 128 rows (docs/performance.md). A row reduction along the
+    unit-stride dimension (a softmax's sums) reads its rows one after another: one row,
+    one stream. 0: no limit."""
+
     exclude_refs: tuple[str, ...] = ()
     """Views left out of both the size caps and the cache-line cost, by name (``into``) or
     by tag (e.g. the weights of a convolution that live elsewhere)."""
@@ -202,7 +223,8 @@ class Options(Selection):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("min_split_range", "min_unit_run", "max_sizes_product", "max_input_size",
-                     "max_output_size", "max_total_size", "cache_width", "units_min_work"):
+                     "max_output_size", "max_total_size", "max_streams", "cache_width",
+                     "units_min_work"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0 means no limit), "
                                  f"got {getattr(self, name)}")
@@ -249,6 +271,7 @@ class RefCost:
     lines: float
     reads: bool
     writes: bool
+    rows: int = 1  # rows a reduction step crosses (see ``Options.max_streams``)
 
 
 @dataclass(frozen=True)
@@ -285,6 +308,13 @@ class TileCost:
     @property
     def output_lines(self) -> float:
         return sum(r.lines for r in self.refs if r.writes)
+
+    @property
+    def streams(self) -> int:
+        """Rows of the views streamed through the tile (see ``Options.max_streams``)."""
+        return sum(r.rows for r in self.refs
+                   if r.reads and not r.writes and r.box is not None
+                   and r.box.elem_count >= self.work)
 
     def key(self) -> tuple[float, int, tuple[int, ...]]:
         """Order of preference: cheaper (to 10 significant digits, so that float noise does
@@ -364,9 +394,9 @@ def choose_tile(block: Block, options: Options, *,
     while todo:
         tile = todo.pop()
         tc = tile_cost(block, tile, options, ancestors=ancestors)
-        if tc.cost is None:
+        if tc.cost is None and _over_size_caps(tc, options):
             continue  # footprints only grow with the tile: nothing larger fits either
-        if best is None or tc.key() < best.key():
+        if tc.cost is not None and (best is None or tc.key() < best.key()):
             best = tc
         for n in free:
             k = sizes[n].index(tile[n])
@@ -454,6 +484,14 @@ def _is_costed(r: Refinement, options: Options) -> bool:
 
 
 def _over_caps(tc: TileCost, options: Options) -> bool:
+    return _over_size_caps(tc, options) or bool(options.max_streams
+                                                and tc.streams > options.max_streams)
+
+
+def _over_size_caps(tc: TileCost, options: Options) -> bool:
+    """Over a cap that every larger tile is over too (footprints only grow with the tile;
+    the streamed rows need not: a larger tile may read a view twice, and stream it no
+    more)."""
     caps = ((options.max_sizes_product, tc.work), (options.max_input_size, tc.input_bytes),
             (options.max_output_size, tc.output_bytes),
             (options.max_total_size, tc.total_bytes))
@@ -486,7 +524,21 @@ def _ref_cost(block: Block, ref: str, relevant: tuple[tuple[str, int], ...],
         bases = _origin_residues(block, r, box, sizes, counts, width)
         lines = _cache_lines(box.extent, r.shape.strides, r.dtype.itemsize,
                              tuple(sorted(bases.items())), width)
-    return RefCost(ref, box, nbytes, lines, r.dir.reads, r.dir.writes)
+    reductions = _reduction_indexes(block)
+    rows = math.prod(e for e, st, a in zip(box.extent, r.shape.strides, r.access)
+                     if abs(st) != 1 and reductions.intersection(a.vars()))
+    return RefCost(ref, box, nbytes, lines, r.dir.reads, r.dir.writes, rows)
+
+
+@lru_cache(maxsize=1 << 12)
+def _reduction_indexes(block: Block) -> frozenset[str]:
+    """The indexes of ``block`` that no view it writes uses (its reductions)."""
+    written: set[str] = set()
+    for r in block.refs:
+        if r.dir.writes:
+            for a in r.access:
+                written.update(a.vars())
+    return frozenset(i.name for i in block.idxs if i.name not in written)
 
 
 def _tile_box(block: Block, r: Refinement, sizes: Mapping[str, int],

@@ -664,3 +664,78 @@ def test_min_unit_run_keeps_the_vectorised_output_dimension_long() -> None:
         assert best is not None and best.sizes["c"] >= min(run, 48)
     run_and_check(autotile.run, program, Options(reqs=("contraction",), cache_width=64,
                                                  max_total_size=16384, min_unit_run=32))
+
+
+# max_streams ---------------------------------------------------------------------------------
+
+MATVEC = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+
+
+def _contraction(src: str, inputs: dict) -> Block:
+    [kernel] = [b for _, b in lower(src, inputs).walk() if "contraction" in b.tags]
+    return kernel
+
+
+def test_max_streams_caps_the_rows_a_reduction_step_crosses() -> None:
+    # one row of A: every element of B is read once per tile, so B is streamed, and its rows
+    # are those of the reduction k (stride 300): 64 of them within 128 KiB
+    kernel = _contraction(MATVEC, {"A": ((1, 256), "float32"), "B": ((256, 300), "float32")})
+    base = {"reqs": ("contraction",), "cache_width": 64, "max_total_size": 131072,
+            "only_po2": True}
+    plain = autotile.choose_tile(kernel, Options(**base))  # type: ignore[arg-type]
+    assert plain is not None and plain.sizes["k"] > 16
+    [b_cost] = [r for r in plain.refs if r.name == "B"]
+    assert b_cost.rows == plain.sizes["k"] and plain.streams == plain.sizes["k"]
+    capped = autotile.choose_tile(kernel, Options(max_streams=16, **base))  # type: ignore[arg-type]
+    assert capped is not None and capped.sizes["k"] <= 16 and capped.streams <= 16
+    # the cap costs nothing else: the tile is as wide along n as the bytes allow
+    assert capped.sizes["n"] >= plain.sizes["n"]
+    program = lower(MATVEC, {"A": ((1, 256), "float32"), "B": ((256, 300), "float32")})
+    run_and_check(autotile.run, program, Options(max_streams=16, **base))  # type: ignore[arg-type]
+
+
+def test_max_streams_leaves_views_that_are_read_again_or_along_their_rows() -> None:
+    # 8 rows of A: B is read 8 times in a tile of all 8 rows, not streamed
+    matmul = _contraction(MATVEC, {"A": ((8, 200), "float32"), "B": ((200, 300), "float32")})
+    tc = autotile.tile_cost(matmul, {"m": 8, "n": 64, "k": 128}, Options(cache_width=64))
+    assert tc.streams == 0
+    # a row sum reads its rows one after another (the reduction walks the unit stride)
+    rowsum = _contraction("function (X[R, C]) -> (S) { S[r : R] = +(X[r, c]); }",
+                          {"X": ((64, 500), "float32")})
+    tc = autotile.tile_cost(rowsum, {"r": 32, "c": 500}, Options(cache_width=64))
+    assert tc.streams == 1
+    # a column sum crosses a row of X per reduction step
+    colsum = _contraction("function (X[R, C]) -> (S) { S[c : C] = +(X[r, c]); }",
+                          {"X": ((64, 500), "float32")})
+    tc = autotile.tile_cost(colsum, {"r": 32, "c": 64}, Options(cache_width=64))
+    assert tc.streams == 32
+
+
+def test_max_streams_search_grows_past_a_streamed_tile() -> None:
+    # with whole reductions (acc_idxs false), a tile of 1 row streams all 64 rows of B; one
+    # of 2 rows reads B twice and streams nothing: the search must reach it
+    kernel = _contraction(MATVEC, {"A": ((4, 64), "float32"), "B": ((64, 96), "float32")})
+    options = Options(reqs=("contraction",), cache_width=64, acc_idxs=False, max_streams=16,
+                      max_total_size=65536)
+    assert autotile.tile_cost(kernel, {"m": 1, "n": 96}, options).cost is None
+    best = autotile.choose_tile(kernel, options)
+    assert best is not None and best.sizes["m"] >= 2 and best.streams == 0
+    with pytest.raises(ValueError, match="max_streams must be >= 0"):
+        Options(max_streams=-1)
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 300, 77), (1, 37, 45), (1, 2048, 1000), (2, 301, 33)])
+def test_cpu_avx2_streams_matrix_vector_products_in_short_reductions(m: int, k: int,
+                                                                     n: int) -> None:
+    import stripe
+
+    rng = np.random.default_rng(m * k + n)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    prog = stripe.compile(MATVEC, {"A": a, "B": b}, target="cpu_avx2")
+    got = prog(A=a, B=b)["C"]
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    steps = [ix.range for _, blk in prog.ir.walk() if "microkernel" in blk.tags
+             for ix in blk.idxs if "stencil_k" in ix.tags]
+    if m == 1 and k > 16:
+        assert steps and max(steps) <= 16  # the kernels cross at most 16 rows of B
