@@ -317,21 +317,26 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
             first[p] = rep["first_s"]
         else:
             print(f"  [{p} {threads}T] {name}: {rep['check']}", flush=True)
-    rounds = max(1, min(5, repeats))
+    rounds = max(1, min(args.peer_rounds, repeats))
     per = math.ceil(repeats / rounds)
     solo: dict[str, list[float]] = {s: [] for s in order if s != "numpy"}
     peer_samples: dict[str, list[float]] = {p: [] for p in first}
+    # each system's samples per round, for the paired comparison (see _paired)
+    by_round: dict[str, list[list[float]]] = {s: [] for s in list(solo) + list(first)}
 
     cpu_s: dict[str, float] = {s: 0.0 for s in list(solo) + list(peer_samples)}
 
     def stripe_batch(s: str) -> None:
         warm(fns[s], args.warm_s)  # untimed, as a peer's batch starts ("warm")
         c0 = time.process_time()
+        mine = []
         for _ in range(per):
             t0 = time.perf_counter()
             fns[s]()
-            solo[s].append(time.perf_counter() - t0)
+            mine.append(time.perf_counter() - t0)
         cpu_s[s] += time.process_time() - c0
+        solo[s] += mine
+        by_round[s].append(mine)
 
     def peer_batch(p: str) -> None:
         if p not in peer_samples:
@@ -347,6 +352,7 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
             servers[p].restart()
             return
         peer_samples[p] += rep["samples_s"]
+        by_round[p].append(rep["samples_s"])
         cpu_s[p] += rep.get("cpu_s", float("nan"))
 
     # Every batch starts after the same pause (a peer's worker threads may spin on after
@@ -359,6 +365,9 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
         for run_batch, who in batches[k:] + batches[:k]:
             _pause(args.settle, servers)
             run_batch(who)
+        for who in by_round:  # a peer that skipped this round (over budget, or died)
+            if len(by_round[who]) <= r:
+                by_round[who].append([])
     # CPU-seconds per second over the timed calls: how many cores a system really kept
     # busy (at most `threads` when pinned; see _pin_to_cpus)
     for s, xs in solo.items():
@@ -368,8 +377,21 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
         med = statistics.median(xs)
         peers_out[p]["workloads"][name].update(
             median_s=med, min_s=min(xs), samples_s=xs, repeats=len(xs),
-            gflops=w.flops / med / 1e9, cpu_per_wall=round(cpu_s[p] / sum(xs), 3))
+            gflops=w.flops / med / 1e9, cpu_per_wall=round(cpu_s[p] / sum(xs), 3),
+            paired={s: _paired(by_round[p], by_round[s]) for s in solo})
         print(f"  [{p} {threads}T] {name}: {med * 1e3:.2f} ms", flush=True)
+
+
+def _paired(peer: list[list[float]], mine: list[list[float]]) -> dict:
+    """peer time / stripe time round by round (the median of each one's calls in a round),
+    and the median of those ratios. The two batches of a round run within a second of each
+    other, so a change of the machine's speed that lasts seconds (on a shared VM: a vCPU
+    not running, or its host core shared) falls on both of them, where the medians over
+    all rounds can each pick up different ones."""
+    ratios = [statistics.median(a) / statistics.median(b)
+              for a, b in zip(peer, mine) if a and b]
+    return {"ratio": statistics.median(ratios) if ratios else None,
+            "rounds": [round(x, 4) for x in ratios]}
 
 
 def worker_compile(args: argparse.Namespace) -> dict:
@@ -464,7 +486,10 @@ def _peer_table(run: dict) -> list[str]:
     lines = [f"Peers, {run['threads']} thread(s), each kept loaded in its own process and "
              "timed in turns with stripe (rounds of a few calls of each, back to back: warm "
              "caches); X/peer = peer time / X time, both from those rounds (X's time "
-             "interleaved with numpy is in the table above). TVM compiles for AVX2 "
+             "interleaved with numpy is in the table above); `paired` = the median over "
+             "the rounds of that ratio within each round (the two batches of a round run "
+             "within a second of each other, so a slow spell of a shared machine falls on "
+             "both). TVM compiles for AVX2 "
              "(`-mcpu=haswell`); PlaidML's LLVM CPU device picks its own instruction set "
              "and thread count, so the run is pinned to CPUs "
              f"{run.get('cpus', '(not recorded)')}; `cores` = CPU-seconds per second over "
@@ -490,7 +515,7 @@ def _peer_table(run: dict) -> list[str]:
     hdr = ["workload"] + [h for s in mine for h in (f"{s} solo ms", f"{s} cores")]
     for p in ok_peers:
         hdr += [f"{p} ms", f"{p} GFLOP/s", f"{p} cores", f"{p} check"] + [
-            f"{s}/{p}" for s in mine]
+            f"{s}/{p}" for s in mine] + [f"{s}/{p} paired" for s in mine]
     lines += ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
     for n in names:
         row = [n] + [c for s in mine for c in (
@@ -502,6 +527,9 @@ def _peer_table(run: dict) -> list[str]:
                     f"{e['gflops']:.2f}" if "gflops" in e else "-", cores(e),
                     str(e.get("check", "-")).replace("|", "/")[:60]]
             row += [f"{e['median_s'] / solo(n, s):.3f}" if "median_s" in e and solo(n, s)
+                    else "-" for s in mine]
+            paired = e.get("paired", {})
+            row += [f"{paired[s]['ratio']:.3f}" if (paired.get(s) or {}).get("ratio")
                     else "-" for s in mine]
         lines.append("| " + " | ".join(row) + " |")
     return lines + [""]
@@ -705,6 +733,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peers", default="plaidml,tvm",
                     help="peers to run when present in the peers venv (default both; '' none)")
     ap.add_argument("--peer-timeout", type=float, default=600.0)
+    ap.add_argument("--peer-rounds", type=int, default=8,
+                    help="rounds of the stripe/peer turns per workload (default 8; the "
+                         "timed calls, at most --repeats, are spread over them)")
     ap.add_argument("--worker", choices=["run", "compile-cold", "compile-warm"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)

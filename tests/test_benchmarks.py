@@ -1,6 +1,6 @@
 """The benchmark suite's own machinery (benchmarks/ is not a package of the library and
-its runs are not part of the tests): pinning a run to its CPUs and waiting for other
-threads to go quiet before timing."""
+its runs are not part of the tests): pinning a run to its CPUs, waiting for other
+threads to go quiet before timing, and comparing with a peer round by round."""
 
 from __future__ import annotations
 
@@ -80,3 +80,16 @@ def test_the_fma_peak_is_measured_and_physically_possible():
                          text=True, timeout=120, check=True, env=env).stdout.split()
     gflops = float(out[-1])
     assert 1.0 < gflops < 32 * 6.0, gflops
+
+
+def test_paired_ratios_compare_within_rounds():
+    # a slow spell that covers rounds 2-4 of stripe and rounds 3-5 of the peer: the medians
+    # over all samples differ by the spell, the per-round ratios mostly do not
+    stripe = [[1.0, 1.0], [2.0, 2.1], [2.0, 2.0], [2.0, 2.0], [1.0, 1.0]]
+    peer = [[1.1, 1.1], [1.1, 1.1], [2.2, 2.2], [2.2, 2.2], [2.2, 2.2]]
+    paired = bench._paired(peer, stripe)
+    assert paired["rounds"] == [1.1, round(1.1 / 2.05, 4), 1.1, 1.1, 2.2]
+    assert paired["ratio"] == pytest.approx(1.1)
+    # rounds a system skipped (over its time budget) are left out, not paired with another
+    assert bench._paired([[2.0], [], [3.0]], [[1.0], [1.0], [1.0]])["rounds"] == [2.0, 3.0]
+    assert bench._paired([[]], [[1.0]]) == {"ratio": None, "rounds": []}
