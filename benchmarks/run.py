@@ -372,14 +372,26 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
     # busy (at most `threads` when pinned; see _pin_to_cpus)
     for s, xs in solo.items():
         entry[s].update(solo_median_s=statistics.median(xs), solo_samples_s=xs,
-                        cpu_per_wall=round(cpu_s[s] / sum(xs), 3))
+                        cpu_per_wall=_cores(cpu_s[s], sum(xs)))
     for p, xs in peer_samples.items():
         med = statistics.median(xs)
         peers_out[p]["workloads"][name].update(
             median_s=med, min_s=min(xs), samples_s=xs, repeats=len(xs),
-            gflops=w.flops / med / 1e9, cpu_per_wall=round(cpu_s[p] / sum(xs), 3),
+            gflops=w.flops / med / 1e9, cpu_per_wall=_cores(cpu_s[p], sum(xs)),
             paired={s: _paired(by_round[p], by_round[s]) for s in solo})
         print(f"  [{p} {threads}T] {name}: {med * 1e3:.2f} ms", flush=True)
+
+
+MIN_CORES_WALL_S = 0.02
+"""Timed calls shorter than this in total get no ``cpu_per_wall``: the process's CPU clock
+moves in steps on this VM, and 16 calls of 7 us came out at 1.6 cores on one pinned CPU."""
+
+
+def _cores(cpu_s: float, wall_s: float) -> float | None:
+    """CPU-seconds per second over ``wall_s`` seconds of timed calls (see MIN_CORES_WALL_S)."""
+    if wall_s < MIN_CORES_WALL_S or not math.isfinite(cpu_s):
+        return None
+    return round(cpu_s / wall_s, 3)
 
 
 def _paired(peer: list[list[float]], mine: list[list[float]]) -> dict:
@@ -493,7 +505,8 @@ def _peer_table(run: dict) -> list[str]:
              "(`-mcpu=haswell`); PlaidML's LLVM CPU device picks its own instruction set "
              "and thread count, so the run is pinned to CPUs "
              f"{run.get('cpus', '(not recorded)')}; `cores` = CPU-seconds per second over "
-             "the timed calls (all threads of the process).", ""]
+             "the timed calls (all threads of the process; - when they took under 20 ms in all, "
+             "too short for the CPU clock).", ""]
     for peer, pr in peers.items():
         if "error" in pr:
             lines += [f"- {peer}: not measured: {pr['error']}", ""]

@@ -93,3 +93,9 @@ def test_paired_ratios_compare_within_rounds():
     # rounds a system skipped (over its time budget) are left out, not paired with another
     assert bench._paired([[2.0], [], [3.0]], [[1.0], [1.0], [1.0]])["rounds"] == [2.0, 3.0]
     assert bench._paired([[]], [[1.0]]) == {"ratio": None, "rounds": []}
+
+
+def test_cores_need_enough_timed_wall_time():
+    assert bench._cores(0.05, 0.025) == 2.0
+    assert bench._cores(0.0003, 0.0002) is None  # 16 calls of a 12 us program: too short
+    assert bench._cores(float("nan"), 1.0) is None  # a peer that did not report its CPU time
