@@ -60,10 +60,10 @@ Search: sizes per index are the divisors of ``r`` and the powers of two below it
 size 1 and growing one index at a time to its next size. A tile over a size cap, or over
 ``max_sizes_product``, is not grown further (footprints only grow with the tile), so the
 search visits every tile within the caps. A tile over ``max_streams`` only is grown (a
-larger tile may read the view twice, and no longer stream it), but cannot win. The cheapest wins; ties go to fewer tiles, then
-to larger sizes in index order. Indexes not used by any written view (reductions) keep
-their full range unless ``acc_idxs``, and so do indexes of range at most
-``min_split_range``.
+larger tile may read the view twice, and no longer stream it), but cannot win. The
+cheapest wins; ties go to fewer tiles, then to larger sizes in index order. Indexes not
+used by any written view (reductions) keep their full range unless ``acc_idxs``, and so do
+indexes of range at most ``min_split_range``.
 
 The block is left unchanged when it has no index to split, when no tile fits the caps, or
 when the best tile is the whole block.
