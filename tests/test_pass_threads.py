@@ -1,5 +1,6 @@
 """threads: before/after Stripe text, the OpenMP pragma in the emitted C, correct results on
-two OpenMP threads, reductions never split, and catalogue equivalence."""
+two OpenMP threads, reductions split only with ``split_reductions`` (into per-thread copies
+combined after), and catalogue equivalence."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ops_catalog import OPS_BY_NAME, random_inputs
+from ops_catalog import OPS, OPS_BY_NAME, random_inputs
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.codegen.c_emitter import emit_c
@@ -334,3 +335,124 @@ def test_cpu_avx2_shares_a_convolutions_padding_and_init(tmp_path: Path) -> None
     """)
     done = _on_two_threads(script, tmp_path, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr + done.stdout
+
+
+# split reductions ----------------------------------------------------------------------------
+
+SPLIT = Options(reqs=("kernel",), num_threads=3, split_reductions=True, split_min_points=1)
+
+
+@pytest.mark.parametrize("name", [op.name for op in OPS])
+def test_split_reductions_keep_every_catalogue_result(name):
+    op = OPS_BY_NAME[name]
+    program = lower(op.source, op.input_specs())
+    after = threads.run(program, SPLIT)
+    check_same_results(program, after, random_inputs(op))
+    split = [b for _, b in after.walk() if threads.SPLIT in b.tags]
+    if name in ("sum_all", "max_all_negative", "trace"):
+        assert split, "no index owns the output: the reduction is split"
+    if name in ("matmul", "matvec", "sum_axis0"):
+        assert not split  # an index owns every written view: that one is split
+    for wrapper in split:
+        init, outer, combine = wrapper.stmts
+        assert threads.SPLIT_INIT in init.tags and threads.SPLIT_COMBINE in combine.tags
+        assert "threads" in outer.tags and not outer.constraints
+
+
+@pytest.mark.parametrize("src, dtype, n", [
+    ("function (X[N]) -> (S) { S[] = +(X[i]); }", "float32", 1001),
+    ("function (X[N]) -> (S) { S[] = *(X[i]); }", "float64", 999),
+    ("function (X[N]) -> (S) { S[] = <(X[i]); }", "int32", 1000),
+    ("function (X[N]) -> (S) { S[] = >(X[i]); }", "int8", 777),
+    ("function (X[N, M]) -> (S) { S[m : M] = +(X[n, m]); }", "int64", 301),
+])
+def test_split_reductions_on_odd_ranges_and_other_aggregations(src, dtype, n):
+    shape = (n, 1) if "M]" in src else (n,)  # a column of one: m cannot be shared out
+    program = lower(src, {"X": (shape, dtype)})
+    rng = np.random.default_rng(n)
+    if dtype.startswith("float"):
+        x = (1 + rng.uniform(-1e-3, 1e-3, shape)).astype(dtype)  # a product stays near 1
+    else:
+        x = rng.integers(-100, 100, shape).astype(dtype)
+    after = threads.run(program, SPLIT)
+    [wrapper] = [b for _, b in after.walk() if threads.SPLIT in b.tags]
+    [part] = [r for r in wrapper.refs if r.is_alloc]
+    assert part.shape.sizes[0] == 3 and part.shape.strides[0] * x.itemsize % 64 == 0
+    check_same_results(program, after, {"X": x})
+    got = compile_program(after)(X=x)["S"]
+    want = interpret(program, {"X": x})["S"]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_split_reductions_leave_what_they_cannot_split():
+    src = "function (X[N]) -> (S) { S[] = +(X[i]); }"
+    program = lower(src, {"X": ((1000,), "float32")})
+    # too little work per element of the copies
+    assert threads.run(program, Options(reqs=("kernel",), num_threads=2,
+                                        split_reductions=True, split_min_points=501)) \
+        is program
+    assert threads.run(program, Options(reqs=("kernel",), num_threads=2,
+                                        split_reductions=True, split_min_points=500)) \
+        is not program
+    # off by default
+    assert threads.run(program, Options(reqs=("kernel",), num_threads=2)) is program
+    # a block that reads what it aggregates into keeps its order
+    inout = parse_ir("""
+#program
+block []:1 ( // p
+    #user inout new S[0] fp32:I(1):(1)
+    #user in new X[0] fp32:I(64):(1)
+) {
+    0: #main
+    block []:1 ( // main
+        inout S[0] fp32:I(1):(1)
+        in X[0] fp32:I(64):(1)
+    ) {
+        0: #kernel
+        block [i:64] ( // k
+            in X[i] fp32:I(1):(1)
+            in S0 = S[0] fp32:I(1):(1)
+            out S[0]:add fp32:I(1):(1)
+        ) {
+            0: $x = load(X)
+            1: $s = load(S0)
+            2: $y = mul:fp32($x, $s)
+            3: S = store($y)
+        }
+    }
+}
+""")
+    verify(inout)
+    assert threads.run(inout, Options(reqs=("kernel",), num_threads=2, split_reductions=True,
+                                      split_min_points=1)) is inout
+    with pytest.raises(ValueError, match="split_min_points"):
+        Options(split_min_points=0)
+
+
+def test_cpu_avx2_splits_reductions_into_small_outputs_on_two_threads(tmp_path: Path):
+    """A sum of everything and a matrix-vector product whose 16 rows stay in one tile have no
+    index to share out; cpu_avx2 splits their reductions, and two OpenMP threads give
+    numpy's results (at odd sizes, with the threads' shares unequal)."""
+    script = textwrap.dedent("""
+        import numpy as np
+        import stripe
+        from stripe.passes import threads
+        rng = np.random.default_rng(1)
+        x = rng.standard_normal(1_500_001).astype(np.float32)
+        a = rng.standard_normal((16, 70_001)).astype(np.float32)
+        v = rng.standard_normal(70_001).astype(np.float32)
+        total = stripe.compile("function (X[N]) -> (S) { S[] = +(X[i]); }", {"X": x},
+                               target="cpu_avx2")
+        gemv = stripe.compile("function (A[M, K], B[K]) -> (C) { C[m : M] = +(A[m, k] * B[k]); }",
+                              {"A": a, "B": v}, target="cpu_avx2")
+        for prog in (total, gemv):
+            assert any(threads.SPLIT in b.tags for _, b in prog.ir.walk())
+            assert "#pragma omp parallel for" in prog.c_source
+        for _ in range(50):
+            np.testing.assert_allclose(total(X=x)["S"], x.sum(dtype=np.float64), rtol=1e-4)
+            np.testing.assert_allclose(gemv(A=a, B=v)["C"], a.astype(np.float64) @ v,
+                                       rtol=1e-4, atol=1e-3)
+        print("ok")
+    """)
+    done = _on_two_threads(script, tmp_path, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
