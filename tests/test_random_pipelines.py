@@ -99,7 +99,7 @@ def _options(draw, kind: str) -> dict[str, object]:  # type: ignore[no-untyped-d
     if kind == "autotile":
         return {"reqs": (pick("contraction", "tile"),), "outer_set": ("tiles",),
                 "inner_set": ("tile", "contraction"), "max_total_size": pick(64, 256, 1024),
-                "only_po2": flag(), "acc_idxs": flag(),
+                "only_po2": flag(), "acc_idxs": flag(), "max_streams": pick(0, 0, 4, 16),
                 "stencils": STENCILS if flag() else ()}
     if kind == "stencil":
         return {"reqs": (pick("contraction", "tile"),), "allow_pad": flag(),
@@ -119,7 +119,7 @@ def _options(draw, kind: str) -> dict[str, object]:  # type: ignore[no-untyped-d
         return {"reqs": (pick("contraction", "all"),)}
     if kind == "threads":
         return {"reqs": (pick("kernel", "tile", "microkernel"),), "num_threads": 2,
-                "min_work": 1}
+                "min_work": 1, "split_reductions": flag(), "split_min_points": pick(1, 64)}
     if kind == "partition_compute":
         return {"reqs": (pick("contraction", "tile"),), "num_parts": 2}
     if kind == "partition_memory":
