@@ -192,7 +192,7 @@ def _split_reduction(block: Block, site: Site, options: Options, parts: int) -> 
                                     location=decl.location, is_const=decl.is_const)
     wrapper_refs = list(views.values())
     taken = {r.into for r in block.refs} | set(views)
-    outer = split_units(block, {longest.name: tile}, (*site.ancestors, parent),
+    outer = split_units(block, {longest.name: tile}, site.ancestors,
                         options.idx_tag, (THREADS, *options.set_tags), options.inner_set)
     (unit,) = [i for i in outer.idxs if options.idx_tag in i.tags]
     before: list[Block] = []
