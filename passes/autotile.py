@@ -425,14 +425,10 @@ def _full_tile(block: Block, tile: Mapping[str, int]) -> dict[str, int]:
 def _free_indexes(block: Block, options: Options) -> tuple[str, ...]:
     """The indexes the search may split: not passed in, range > 1, and (unless
     ``acc_idxs``) used by some view the block writes."""
-    written: set[str] = set()
-    for r in block.refs:
-        if r.dir.writes:
-            for a in r.access:
-                written.update(a.vars())
+    reductions = _reduction_indexes(block)
     return tuple(i.name for i in block.idxs
                  if not i.is_passed_in and i.range > max(1, options.min_split_range)
-                 and (options.acc_idxs or i.name in written))
+                 and (options.acc_idxs or i.name not in reductions))
 
 
 def stencil_alignment(block: Block, stencils: Sequence[str]) -> dict[str, int]:

@@ -202,7 +202,7 @@ def _cache_block(child: Block, parent: Block, ancestors: tuple[Block, ...],
         box = _cacheable(child, r, parent, ancestors, options)
         if box is None:
             continue
-        name = _fresh(f"{r.from_}_{options.mem_loc.lower()}", taken)
+        name = fresh_name(f"{r.from_}_{options.mem_loc.lower()}", taken)
         decl = parent.ref(r.from_)
         shape = _padded(r.dtype, box.extent, options.row_pad)
         copies = _copies(child, r, decl, name, shape, box.lo, ancestors, options)
@@ -223,7 +223,8 @@ def _cache_block(child: Block, parent: Block, ancestors: tuple[Block, ...],
     return before, new, after, allocs
 
 
-def _fresh(base: str, taken: set[str]) -> str:
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_1``, ``base_2``, ... : the first not in ``taken``."""
     name, k = base, 1
     while name in taken:
         name, k = f"{base}_{k}", k + 1
@@ -500,4 +501,4 @@ def _fill(child: Block, r: Refinement, local: str, shape: TensorShape) -> Block:
                  tags=frozenset({CACHE_INIT}))
 
 
-__all__ = ["CACHE_IN", "CACHE_INIT", "CACHE_OUT", "NAME", "Options", "run"]
+__all__ = ["CACHE_IN", "CACHE_INIT", "CACHE_OUT", "NAME", "Options", "fresh_name", "run"]

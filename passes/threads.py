@@ -53,6 +53,7 @@ from stripe.ir import (AggOp, Block, Constant, Index, Load, RefDir, Refinement, 
 from stripe.tags import THREADS
 
 from .autotile import fresh_cuts
+from .cache import fresh_name
 from .partition_compute import plan, split_units, written_views
 from .select import Selection, Site, rewrite
 
@@ -200,7 +201,7 @@ def _split_reduction(block: Block, site: Site, options: Options, parts: int) -> 
     for w in writes:
         view = outer.ref(w.into)
         extent = view.shape.sizes
-        name = _fresh_name(f"{w.from_}_part", taken)
+        name = fresh_name(f"{w.from_}_part", taken)
         taken.add(name)
         shape = _part_shape(w, extent, parts)
         wrapper_refs.append(Refinement(RefDir.NONE, "", name,
@@ -232,13 +233,6 @@ def _part_shape(w: Refinement, extent: tuple[int, ...], parts: int) -> TensorSha
     per_line = max(1, LINE // w.dtype.itemsize)
     step = -(-max(1, inner.elem_count) // per_line) * per_line
     return TensorShape(w.dtype, (TensorDim(parts, step), *inner.dims))
-
-
-def _fresh_name(base: str, taken: set[str]) -> str:
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    return name
 
 
 def _add_part_dim(block: Block, name: str, strides: tuple[int, ...]) -> Block:
