@@ -522,18 +522,47 @@ class _Emitter:
         """The innermost loop of a reduction into ``w`` (see :func:`lane_reduction`) as
         ``lanes`` independent partial results over consecutive points, so that gcc can
         vectorise it without reassociating anything itself; then the lanes, the remainder and
-        the view combine in that order."""
+        the view combine in that order. With ``vector.lane_chains`` sets of lanes (a cheap
+        body, see :func:`lane_sets`), a first loop takes that many groups of ``lanes``
+        consecutive points per step, each group into its own set, and the sets combine into
+        the first in order before the one-set loop takes the points left."""
         ct, agg = C_TYPES[w.dtype], w.agg_op
         lanes = max(self.vector.bytes // w.dtype.itemsize, 2)
-        acc, x, lane = self.fresh("r"), self.fresh("x"), self.fresh("l")
-        self.line(f"{ct} {acc}[{lanes}];  /* partial {comment_name(w.into)} per lane */")
-        self.line(f"for (int64_t {lane} = 0; {lane} < {lanes}; ++{lane}) {acc}[{lane}] = "
-                  f"{_identity_text(agg, w.dtype)};")
+        sets = lane_sets(b, lanes, bound, self.vector.lane_chains)
+        accs = [self.fresh("r") for _ in range(sets)]
+        acc, x, lane = accs[0], self.fresh("x"), self.fresh("l")
+        self.line(f"{ct} {', '.join(f'{a}[{lanes}]' for a in accs)};"
+                  f"  /* partial {comment_name(w.into)} per lane */")
+        identity = _identity_text(agg, w.dtype)
+        fills = " ".join(f"{a}[{lane}] = {identity};" for a in accs)
+        self.line(f"for (int64_t {lane} = 0; {lane} < {lanes}; ++{lane}) "
+                  + (fills if sets == 1 else f"{{ {fills} }}"))
         lo, hi = self.bound_text(bound, scope)
         self.line(f"int64_t {x} = {lo};  /* {comment_name(ix.name)} */")
+        if sets > 1:
+            step = sets * lanes
+            self.open(f"for (; {x} + {step} <= {hi}; {x} += {step})")
+            line = max(1, 64 // w.dtype.itemsize)  # one prefetch per 64-byte line
+            ahead = [x if k == 0 else f"{x} + {k}" for k in range(0, step, line)]
+            for value in ahead:
+                self.prefetches(b, ix, value, outer, scope)
+            self.write_prefetches(b, ix, ahead)
+            for k, a in enumerate(accs):
+                self.line("#pragma GCC unroll 0")
+                self.open(f"for (int64_t {lane} = 0; {lane} < {lanes}; ++{lane})")
+                point = self.fresh("x")
+                at = f"{x} + {k * lanes} + {lane}" if k else f"{x} + {lane}"
+                self.line(f"const int64_t {point} = {at};")
+                self.lane_body(b, ix, point, w, f"{a}[{lane}]", outer, scope, path)
+                self.close()
+            self.close()
+            self.open(f"for (int64_t {lane} = 0; {lane} < {lanes}; ++{lane})")
+            for a in accs[1:]:
+                self.line(_combine_text(f"{acc}[{lane}]", f"{a}[{lane}]", agg, w.dtype))
+            self.close()
         self.open(f"for (; {x} + {lanes} <= {hi}; {x} += {lanes})")
         self.prefetches(b, ix, x, outer, scope)
-        self.write_prefetches(b, ix, x)
+        self.write_prefetches(b, ix, [x])
         # kept as a loop: gcc vectorises it (a max/min as vmaxps/vminps) where it would not
         # vectorise the eight statements left by unrolling it
         self.line("#pragma GCC unroll 0")
@@ -1183,10 +1212,10 @@ class _Emitter:
                 rows.append(view)
         return rows
 
-    def write_prefetches(self, b: Block, ix: Index, value: str) -> None:
-        """In the first row reduction ``b`` of a row block (over ``ix``, at ``value``),
-        prefetch for writing the rows of the program buffers the row block writes, when they
-        are as long as the reduction (see ``Compute.prefetch_writes``)."""
+    def write_prefetches(self, b: Block, ix: Index, values: list[str]) -> None:
+        """In the first row reduction ``b`` of a row block (over ``ix``, at each of
+        ``values``), prefetch for writing the rows of the program buffers the row block
+        writes, when they are as long as the reduction (see ``Compute.prefetch_writes``)."""
         if self.row_writes is None:
             return
         parent, rows = self.row_writes
@@ -1195,8 +1224,9 @@ class _Emitter:
         self.row_writes = (parent, [])  # the first row reduction only
         for view in rows:
             if max(view.sizes) == ix.range:
-                self.line(f"__builtin_prefetch((const void *)((uintptr_t)({view.cname} + "
-                          f"{value})), 1, 3);  /* the row written after the reduction */")
+                for value in values:
+                    self.line(f"__builtin_prefetch((const void *)((uintptr_t)({view.cname} + "
+                              f"{value})), 1, 3);  /* the row written after the reduction */")
 
     # expressions ----------------------------------------------------------------------------
     def affine(self, a: Affine, scope: _Scope) -> str:
@@ -1466,6 +1496,17 @@ def lane_reduction(b: Block, loops: list[Index], guards: dict[int, list[Affine]]
     return w
 
 
+def lane_sets(b: Block, lanes: int, bound: _Bounds, chains: int) -> int:
+    """Sets of lane accumulators for the lane loop of ``b`` (``Compute.lane_chains``):
+    ``chains`` when every intrinsic of the block is cheap and the loop's range holds a
+    step of ``chains * lanes`` points, else 1."""
+    if chains <= 1 or bound.hi - bound.lo < chains * lanes:
+        return 1
+    if any(isinstance(s, Intrinsic) and s.name not in CHEAP_INTRINSICS for s in b.stmts):
+        return 1
+    return chains
+
+
 # an elementwise row at least this long starts its vectorised loop on a vector boundary of
 # the view it writes (_Emitter.alignment_peel)
 PEEL_MIN_ELEMENTS = 64
@@ -1525,6 +1566,12 @@ _CMP = {"cmp_eq": "==", "cmp_ne": "!=", "cmp_lt": "<", "cmp_le": "<=", "cmp_gt":
         "cmp_ge": ">="}
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "bit_and": "&", "bit_or": "|", "bit_xor": "^",
            "shl": "<<", "shr": ">>"}
+
+# intrinsics cheap enough that a lane loop's body is bound by the latency of its
+# accumulator rather than by the vector units (see Compute.lane_chains)
+CHEAP_INTRINSICS = frozenset({"add", "sub", "mul", "neg", "min", "max", "abs", "cast", "assign",
+                              "cond", "not", "and", "or", "bit_and", "bit_or", "bit_xor",
+                              "bit_not", *_CMP})
 
 
 def intrinsic_expr(name: str, dtype: DType, args: list[tuple[str, DType]], path: str) -> str:

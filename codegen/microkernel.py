@@ -85,6 +85,10 @@ class Vector:
     """1: a row block's first row reduction prefetches the rows the block writes
     (``compute.prefetch_writes``)."""
 
+    lane_chains: int = 1
+    """Sets of lane accumulators a row reduction with a cheap body keeps
+    (``compute.lane_chains``)."""
+
     def __post_init__(self) -> None:
         if self.bytes not in VECTOR_WIDTHS:
             object.__setattr__(self, "bytes", 32)

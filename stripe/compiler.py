@@ -379,7 +379,8 @@ def build_settings(config: Config) -> tuple[tuple[str, ...], Vector]:
     c = config.compute
     return (tuple(config.cflags or ("-march=native",)),
             Vector(c.vector_width, c.vector_registers, c.prefetch_ahead, c.copy_prefetch,
-                   c.kernel_unroll, c.kernel_chains, c.kernel_prefetch, c.prefetch_writes))
+                   c.kernel_unroll, c.kernel_chains, c.kernel_prefetch, c.prefetch_writes,
+                   c.lane_chains))
 
 
 def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None,

@@ -99,6 +99,70 @@ def test_a_fused_softmax_row_reduces_in_lanes_while_it_stores_the_row(rng, y):
     np.testing.assert_allclose(got, interpret(prog.ir, {"I": x})["O"], rtol=1e-5, atol=1e-7)
 
 
+def lane_config(tmp_path, chains: int) -> str:
+    cfg = tmp_path / f"lanes{chains}.yaml"
+    cfg.write_text(f"target: lanes{chains}\nextends: cpu_avx2\n"
+                   f"compute: {{lane_chains: {chains}}}\n")
+    return str(cfg)
+
+
+@pytest.mark.parametrize("agg", sorted(ROWS))
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int8"])
+@pytest.mark.parametrize("y", [31, 32, 33, 67, 1000])
+def test_lane_chains_keep_several_sets_of_lanes(tmp_path, rng, agg, dtype, y):
+    """``compute.lane_chains: 4``: a row reduction with a cheap body takes 4 groups of lanes
+    per step into 4 sets of accumulators (when its row holds a whole step); max and min are
+    bit for bit those of one set, sums agree with numpy (and exactly for integers)."""
+    source, fn = ROWS[agg]
+    if np.dtype(dtype).kind == "f":
+        x = rng.standard_normal((3, y)).astype(dtype)
+    else:
+        x = rng.integers(-100, 100, size=(3, y)).astype(dtype)
+    if agg == "add" and dtype == "int8":
+        x //= 64  # keep the sums in range
+    progs = {k: stripe.compile(source, {"I": x}, target=lane_config(tmp_path, k)) for k in (1, 4)}
+    lanes = 32 // np.dtype(dtype).itemsize
+    sets = progs[4].c_source.split("partial O per lane")[0].rsplit("\n", 1)[1]
+    assert sets.count("[") == (4 if y >= 4 * lanes else 1), sets
+    assert progs[1].c_source.split("partial O per lane")[0].rsplit("\n", 1)[1].count("[") == 1
+    got, one = progs[4](I=x)["O"], progs[1](I=x)["O"]
+    want = fn(x, axis=1)
+    if np.dtype(dtype).kind == "f" and agg == "add":
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(got, want.astype(dtype))
+        np.testing.assert_array_equal(got, one)
+
+
+def test_lane_chains_leave_expensive_bodies_one_set(tmp_path, rng):
+    """The sum of exp(I - M) in a fused softmax keeps one set (its exp keeps the vector units
+    busy); the row max before it takes four."""
+    x = (rng.standard_normal((5, 300)) * 4).astype(np.float32)
+    prog = stripe.compile(SOFTMAX, {"I": x}, target=lane_config(tmp_path, 4))
+    head = {w: prog.c_source.split(f"partial {w} per lane")[0].rsplit("\n", 1)[1]
+            for w in ("M", "S")}
+    assert head["M"].count("[") == 4 and head["S"].count("[") == 1, head
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(prog(I=x)["O"], e / e.sum(axis=1, keepdims=True), rtol=1e-5,
+                               atol=1e-7)
+
+
+@pytest.mark.parametrize("n,c", [(5, 129), (3, 1000), (2, 4096)])
+def test_lane_chains_layer_norm_matches_one_set(tmp_path, rng, n, c):
+    """A layer norm (two sums of cheap bodies per row, fused with the elementwise kernels
+    that store the row in between) with four sets: every element of the row still stored
+    once, the result numpy's and close to one set's."""
+    op = OPS_BY_NAME["layer_norm"]
+    shapes = {"X": (n, c), "G": (c,), "Bias": (c,)}
+    arrays = {k: rng.standard_normal(shapes[k]).astype(np.float32) for k in op.inputs}
+    four = stripe.compile(op.source, arrays, target=lane_config(tmp_path, 4))
+    one = stripe.compile(op.source, arrays, target=lane_config(tmp_path, 1))
+    assert four.c_source != one.c_source
+    got = four(**arrays)["O"]
+    np.testing.assert_allclose(got, op.reference(**arrays)["O"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, one(**arrays)["O"], rtol=1e-5, atol=1e-5)
+
+
 # row accumulators ----------------------------------------------------------------------------
 
 DEPTHWISE = """function (I[N, X, Y, C], F[KX, KY, C]) -> (O) {
@@ -200,10 +264,13 @@ def test_prefetch_writes_fetches_the_output_row_in_the_first_reduction(tmp_path,
         cfg.write_text(f"target: pw{flag}\nextends: cpu_avx2\n"
                        f"compute: {{prefetch_writes: {flag}}}\n")
         progs[flag] = stripe.compile(op.source, arrays, target=str(cfg))
-    on = progs[1].c_source.split("int stripe_run")[1]
-    assert on.count(WRITTEN_ROW) == 1 and WRITTEN_ROW not in progs[0].c_source
-    line = next(ln for ln in on.splitlines() if WRITTEN_ROW in ln)
-    assert ", 1, 3);" in line  # for writing, kept in every cache level
+    on = progs[1].c_source.split("int stripe_run")[1].splitlines()
+    at = [k for k, ln in enumerate(on) if WRITTEN_ROW in ln]
+    # in one place: the first loop of lane groups, one prefetch per 64-byte line of its step
+    # (two with cpu_avx2's four sets of eight float32 lanes)
+    assert at and at == list(range(at[0], at[0] + len(at))) and len(at) <= 2
+    assert WRITTEN_ROW not in progs[0].c_source
+    assert all(", 1, 3);" in on[k] for k in at)  # for writing, kept in every cache level
     got = progs[1](**arrays)["O"]
     np.testing.assert_array_equal(got, progs[0](**arrays)["O"])
     np.testing.assert_allclose(got, op.reference(**arrays)["O"], rtol=1e-4, atol=1e-4)
