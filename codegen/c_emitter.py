@@ -1434,7 +1434,9 @@ def fresh_start(b: Block) -> Block:
     """The block that starts the fresh views of ``b`` (see ``Refinement.fresh``) for one of
     its instances: over the same points, each stores the aggregation's identity into the
     element that the point's own stores combine into. The generic loop nest runs it first;
-    a micro-kernel needs none (it stores its sums)."""
+    a micro-kernel needs none (it stores its sums). Loop indexes that neither the fresh
+    views nor the constraints use (the reduction of a row of dot products) are left out:
+    every value of the others has a point, and the element would only be started again."""
     refs, stmts = [], []
     for r in b.refs:
         if not r.fresh:
@@ -1443,7 +1445,10 @@ def fresh_start(b: Block) -> Block:
         refs.append(replace(r, fresh=False, agg_op=AggOp.ASSIGN))
         stmts += [Constant(value, agg_identity(r.agg_op, r.dtype), r.dtype),
                   Store(value, r.into)]
-    return Block(f"{b.name}_fresh", "", b.idxs, b.constraints, tuple(refs), tuple(stmts))
+    used = {v for r in refs for a in r.access for v in a.vars()}
+    used |= {v for c in b.constraints for v in c.vars()}
+    idxs = tuple(i for i in b.idxs if i.is_passed_in or i.name in used)
+    return Block(f"{b.name}_fresh", "", idxs, b.constraints, tuple(refs), tuple(stmts))
 
 
 def _identity_text(agg: AggOp, dtype: DType) -> str:

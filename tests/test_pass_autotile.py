@@ -739,3 +739,82 @@ def test_cpu_avx2_streams_matrix_vector_products_in_short_reductions(m: int, k: 
              for ix in blk.idxs if "stencil_k" in ix.tags]
     if m == 1 and k > 16:
         assert steps and max(steps) <= 16  # the kernels cross at most 16 rows of B
+
+
+# stream_start --------------------------------------------------------------------------------
+
+DOTS = "function (A[M, K], X[K]) -> (C) { C[m : M] = +(A[m, k] * X[k]); }"
+
+
+def test_box_runs_merge_the_dense_dimensions() -> None:
+    assert autotile.box_runs((16, 4096), (4096, 1)) == 1  # whole rows: one run
+    assert autotile.box_runs((16, 2048), (4096, 1)) == 16
+    assert autotile.box_runs((3, 5, 7), (35, 7, 1)) == 1
+    assert autotile.box_runs((3, 5, 6), (35, 7, 1)) == 15
+    assert autotile.box_runs((4, 1, 8), (800, 8, 1)) == 4  # extent 1 is no dimension
+    assert autotile.box_runs((8, 16), (1, 300)) == 16  # a column of 8 in each of 16 rows
+
+
+def test_stream_start_costs_every_run_of_a_streamed_view() -> None:
+    # rows of dot products: A is streamed (each element read once per tile), X is not
+    kernel = _contraction(DOTS, {"A": ((512, 4096), "float32"), "X": ((4096,), "float32")})
+    base = {"reqs": ("contraction",), "cache_width": 64, "max_total_size": 393216,
+            "only_po2": True}
+    plain = autotile.choose_tile(kernel, Options(**base))  # type: ignore[arg-type]
+    assert plain is not None and plain.sizes["k"] < 4096  # rows cut into pieces
+    opts = Options(stream_start=2048, **base)  # type: ignore[arg-type]
+    best = autotile.choose_tile(kernel, opts)
+    assert best is not None and best.sizes["k"] == 4096 and best.stream_runs == 1
+    # the cost is the plain cost plus 32 lines (2 KiB of 64-byte lines) per run
+    for tile in ({"m": 16, "k": 4096}, {"m": 32, "k": 1024}, {"m": 4, "k": 256}):
+        with_runs = autotile.tile_cost(kernel, tile, opts)
+        without = autotile.tile_cost(kernel, tile, Options(**base))  # type: ignore[arg-type]
+        assert with_runs.stream_runs == (1 if tile["k"] == 4096 else tile["m"])
+        assert with_runs.cost == pytest.approx(
+            without.cost + with_runs.stream_runs * 32 / with_runs.work)
+    program = lower(DOTS, {"A": ((37, 1000), "float32"), "X": ((1000,), "float32")})
+    run_and_check(autotile.run, program, Options(stream_start=2048, max_total_size=16384,
+                                                 cache_width=64, reqs=("contraction",)))
+    with pytest.raises(ValueError, match="stream_start must be >= 0"):
+        Options(stream_start=-1)
+
+
+def test_stream_start_leaves_views_read_again() -> None:
+    # a matmul tile reads A and B several times: no run of them is a stream
+    kernel = _contraction(MATVEC, {"A": ((64, 200), "float32"), "B": ((200, 300), "float32")})
+    opts = Options(cache_width=64, stream_start=2048)
+    tc = autotile.tile_cost(kernel, {"m": 16, "n": 64, "k": 128}, opts)
+    assert tc.stream_runs == 0
+    assert tc.cost == autotile.tile_cost(kernel, {"m": 16, "n": 64, "k": 128},
+                                         Options(cache_width=64)).cost
+
+
+def test_min_unit_run_leaves_the_rows_of_dot_products() -> None:
+    # C[m]'s unit stride is m, but the loop the C back end vectorises is the reduction k:
+    # m may take tiles shorter than min_unit_run
+    kernel = _contraction(DOTS, {"A": ((512, 4096), "float32"), "X": ((4096,), "float32")})
+    opts = Options(reqs=("contraction",), cache_width=64, max_total_size=393216,
+                   only_po2=True, min_unit_run=32, stream_start=2048)
+    best = autotile.choose_tile(kernel, opts)
+    assert best is not None and best.sizes == {"m": 16, "k": 4096}
+    assert autotile._unit_stride_indexes(kernel) == set()
+
+
+@pytest.mark.parametrize("m, k", [(1000, 2048), (257, 3001), (5, 4097), (33, 70)])
+def test_cpu_avx2_reads_rows_of_dot_products_whole(m: int, k: int) -> None:
+    import stripe
+    from stripe.interp import interpret
+
+    rng = np.random.default_rng(m + k)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    x = rng.standard_normal(k, dtype=np.float32)
+    prog = stripe.compile(DOTS, {"A": a, "X": x}, target="cpu_avx2")
+    got = prog(A=a, X=x)["C"]
+    np.testing.assert_allclose(got, a.astype(np.float64) @ x, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    np.testing.assert_allclose(got, interpret(prog.ir, {"A": a, "X": x})["C"], rtol=1e-4,
+                               atol=1e-4 * np.sqrt(k))
+    # no tile cuts a row of A: every view of A holds whole rows
+    for _, blk in prog.ir.walk():
+        for r in blk.refs:
+            if r.from_ == "A" and r.dir.reads and r.shape.sizes[0] > 1:
+                assert r.shape.sizes[1] == k, (blk.name, r)

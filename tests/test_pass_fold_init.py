@@ -208,6 +208,37 @@ def test_fresh_view_ignores_what_the_buffer_held() -> None:
     np.testing.assert_array_equal(prog(A=a)["O"], want)
 
 
+def _fresh_loops(c_source: str) -> list[str]:
+    """The indexes of the loops of the C block that starts the fresh views."""
+    lines = c_source.split("{  /* block leaf_fresh */")[1].splitlines()
+    loops, depth = [], 1
+    for line in lines[1:]:
+        if line.strip().startswith("for ("):
+            loops.append(line.rsplit("/* ", 1)[1].rstrip(" */"))
+        depth += line.count("{") - line.count("}")
+        if depth == 0:
+            return sorted(loops)
+    raise AssertionError("no end of the fresh block")
+
+
+def test_the_fresh_start_leaves_out_the_reduction() -> None:
+    """The block that starts the fresh elements loops over the indexes the view uses (i),
+    not over the reduction (j), which would only start each element again; a constraint on
+    the reduction keeps it (the element is started only where a point exists)."""
+    program = stale()
+    a = np.arange(6, dtype=np.float32)
+    prog = compile_program(program, [("hand", program)])
+    assert _fresh_loops(prog.c_source) == ["i"]
+    np.testing.assert_array_equal(prog(A=a)["O"], a[0::2] + a[1::2])
+    text = STALE.replace("WHOLE", "1").replace("I_ACCESS", "i").replace(
+        "block [i:3, j:2]:6 ( // leaf\n", "block [i:3, j:2]:6 ( // leaf\n                1 - j >= 0\n")
+    program = parse_ir(text)
+    verify(program)
+    prog = compile_program(program, [("hand", program)])
+    assert _fresh_loops(prog.c_source) == ["i", "j"]  # (the constraint became j's bound)
+    np.testing.assert_array_equal(prog(A=a)["O"], a[0::2] + a[1::2])
+
+
 def test_two_instances_storing_one_element_is_an_error() -> None:
     """Two instances of the leaf (the parent runs twice) store into the same elements: the
     verifier refuses it (exact, with isl), and so does the interpreter when run anyway."""
