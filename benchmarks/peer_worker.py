@@ -330,6 +330,26 @@ def tvm_builder():  # type: ignore[no-untyped-def]
                     vectorize_inner(sch, loops[-1])
         return sch
 
+    # ---- rows of dot products: parallel over the rows, each row's reduction rfactor-ed into
+    # 8 partial sums (vectorised), as the row reductions above
+    def gemv_sched(ns: int, ks: int):  # type: ignore[no-untyped-def]
+        W = te.placeholder((ns, ks), f32, name="W")
+        X = te.placeholder((ks,), f32, name="X")
+        r = te.reduce_axis((0, ks), name="r")
+        O = te.compute((ns,), lambda n: te.sum(W[n, r] * X[r], axis=r), name="O")
+        sch, get_block = schedule([W, X, O])
+        blk = get_block("O")
+        _, r8 = sch.split(sch.get_loops(blk)[-1], [None, 8])
+        rf = sch.rfactor(r8, 0)
+        row = sch.get_loops(blk)[0]
+        sch.compute_at(rf, row)
+        sch.parallel(row)
+        _, lane, ko = sch.get_loops(rf)
+        sch.reorder(ko, lane)
+        sch.vectorize(lane)
+        sch.decompose_reduction(rf, ko)
+        return sch
+
     def softmax_sched(xs: int, ys: int):  # type: ignore[no-untyped-def]
         I = te.placeholder((xs, ys), f32, name="I")
         k = te.reduce_axis((0, ys), name="k")
@@ -391,6 +411,8 @@ def tvm_builder():  # type: ignore[no-untyped-def]
         if w.name.startswith("dwconv"):             # 3x3, pad 1
             (n, x, y, c), (kx, ky, _) = s["I"], s["F"]
             return dwconv_sched(n, x, y, c, kx, ky)
+        if w.name.startswith("gemv"):
+            return gemv_sched(*s["W"])
         if w.name.startswith("softmax"):
             return softmax_sched(*s["I"])
         if w.name.startswith("layernorm"):

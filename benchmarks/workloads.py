@@ -46,6 +46,13 @@ function (A[M, K], B[K, N]) -> (O) {
     O[m, n : M, N] = +(A[m, k] * B[k, n]);
 }"""
 
+# a fully connected layer on one row with its weights stored (outputs, inputs), as PyTorch's
+# nn.Linear keeps them: rows of dot products
+GEMV = """
+function (W[N, K], X[K]) -> (O) {
+    O[n : N] = +(W[n, k] * X[k]);
+}"""
+
 BATCHED = """
 function (A[Bt, M, K], B[Bt, K, N]) -> (O) {
     O[b, m, n : Bt, M, N] = +(A[b, m, k] * B[b, k, n]);
@@ -139,6 +146,10 @@ def np_gemm_bias_relu(A, B, Bias):  # type: ignore[no-untyped-def]
     return np.maximum(A @ B + Bias, F32(0))
 
 
+def np_gemv(W, X):  # type: ignore[no-untyped-def]
+    return W @ X
+
+
 def np_softmax(I):  # type: ignore[no-untyped-def]
     e = np.exp(I - I.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
@@ -183,6 +194,11 @@ def all_workloads() -> list[Workload]:
                  2 * 16 * 10 * 500 * 64, "2*B*M*N*K", notes="B=16, M=10, N=500, K=64"),
         _matmul("fc_m1", 1, 1000, 2048, group="fc", notes="M=1, N=1000, K=2048 (no bias)"),
         _matmul("fc_m16", 16, 1000, 2048, group="fc", notes="M=16, N=1000, K=2048 (no bias)"),
+        Workload("gemv_1000x2048", "fc", GEMV, {"W": (1000, 2048), "X": (2048,)}, np_gemv,
+                 2 * 1000 * 2048, "2*N*K",
+                 notes="W (N=1000 outputs, K=2048 inputs) @ X: fc_m1 with PyTorch's weights"),
+        Workload("gemv_4096x4096", "fc", GEMV, {"W": (4096, 4096), "X": (4096,)}, np_gemv,
+                 2 * 4096 * 4096, "2*N*K", notes="64 MiB of weights, read once per call"),
         _conv("conv_56x56x64", 56, 64, 64, slow=True),
         _conv("conv_28x28x128", 28, 128, 128, slow=True),
         _conv("conv_14x14x256", 14, 256, 256, slow=True),

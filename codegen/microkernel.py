@@ -30,6 +30,14 @@ computes the same thing):
 * ``C`` is not a view of the same buffer as ``A`` or ``B`` (the accumulators would hide
   updates from the loads).
 
+A second form, the **dot kernel** (:class:`DotKernel`): ``C[m] += A[m, k] * X[k]``, where
+the reduction **k** has stride 1 in both inputs and 0 in ``C`` (exactly one such index),
+**m** (at most ``vector.registers - 1`` rows) has non-zero stride in ``C`` and ``A`` and 0 in
+``X``, and every other loop index is a reduction (stride 0 in ``C``). Rows of dot products
+(a matrix-vector product with the matrix's rows along the reduction): the C back end keeps
+vector accumulators per row along ``k``, loads each vector of ``X`` once for all the rows,
+and adds each row's lanes into ``C`` after the reduction.
+
 Constraints (the overflow of the last tile, convolution padding) are handled by versioning:
 an affine constraint holds on the whole box of the block's points iff it holds at the box's
 corner that minimises it, so the kernel runs when every constraint holds there and the
@@ -46,6 +54,7 @@ points of the block is read or written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stripe import tags
@@ -154,13 +163,44 @@ class MicroKernel:
         return self.n.range // self.lanes
 
 
+@dataclass(frozen=True)
+class DotKernel:
+    """A matched block of dot products: ``C[m] += A[m, k] * X[k]`` with ``k`` walked with
+    unit stride by both inputs (see the module doc)."""
+
+    a: Refinement
+    """The matrix: its ``m`` rows, each read along ``k``."""
+    x: Refinement
+    """The vector every row shares."""
+    c: Refinement
+    m: Index
+    k: Index
+    """The reduction the vectors run along."""
+    ks: tuple[Index, ...]
+    """Other reduction indexes (stride 0 in ``C``), in block order: loops around ``k``."""
+    dtype: DType
+    vector: Vector = AVX2
+
+    @property
+    def lanes(self) -> int:
+        return self.vector.lanes(self.dtype)
+
+    @property
+    def vector_type(self) -> str:
+        return self.vector.type_name(self.dtype)
+
+    @property
+    def mr(self) -> int:
+        return self.m.range
+
+
 def element_stride(r: Refinement, name: str, parent_strides: tuple[int, ...]) -> int:
     """Elements between neighbouring values of index ``name`` in view ``r``."""
     return sum(a.coeff(name) * s for a, s in zip(r.access, parent_strides))
 
 
 def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
-          vector: Vector = AVX2) -> MicroKernel | None:
+          vector: Vector = AVX2) -> MicroKernel | DotKernel | None:
     """The micro-kernel for ``b`` (see the module doc), or None when ``b`` does not fit.
 
     ``strides`` gives each view's parent strides (what its accesses are multiplied by) and
@@ -205,6 +245,9 @@ def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
         if ix.is_passed_in and ix.range != 1:
             return None
     loops = [ix for ix in b.idxs if not ix.is_passed_in and ix.range > 1]
+    dots = [ix for ix in loops if st(c, ix) == 0 and all(st(r, ix) == 1 for r in ins)]
+    if dots:
+        return _match_dot(c, ins, loops, dots, st, dtype, vector)
     ns = [ix for ix in loops if st(c, ix) == 1]
     if len(ns) != 1 or ns[0].range % lanes:
         return None
@@ -235,6 +278,36 @@ def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
             if kernel.mr * kernel.nv + kernel.nv + 1 > vector.registers:
                 return None
             return kernel
+    return None
+
+
+def _match_dot(c: Refinement, ins: list[Refinement], loops: list[Index], dots: list[Index],
+               st: Callable[[Refinement, Index], int], dtype: DType,
+               vector: Vector) -> DotKernel | None:
+    """The dot-product kernel of a block whose reduction ``dots[0]`` both inputs walk with
+    unit stride: ``m`` the one loop index that ``C`` and one input (``A``) use and the other
+    (``X``) does not; every other loop index a reduction. None when the block has no such
+    ``m`` (a single dot product: the lane loop runs it) or the rows' accumulators do not
+    fit in the registers."""
+    if len(dots) != 1:
+        return None
+    k = dots[0]
+    for va, vx in ((ins[0], ins[1]), (ins[1], ins[0])):
+        m: Index | None = None
+        ks: list[Index] = []
+        for ix in loops:
+            if ix is k:
+                continue
+            if st(c, ix) == 0:
+                ks.append(ix)
+            elif st(va, ix) != 0 and st(vx, ix) == 0 and m is None:
+                m = ix
+            else:
+                break
+        else:
+            if m is None or m.range + 1 > vector.registers:
+                continue
+            return DotKernel(va, vx, c, m, k, tuple(ks), dtype, vector)
     return None
 
 

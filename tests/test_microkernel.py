@@ -365,3 +365,119 @@ def test_match_takes_a_when_both_inputs_follow_the_columns(tmp_path):
     kernel = microkernel.match(b, strides, {r.into: r.from_ for r in b.refs})
     assert kernel is not None and kernel.a_vector and kernel.a.into == "I"
     assert kernel.m is not None and kernel.n.name == "c" and len(kernel.ks) == 2
+
+
+# rows of dot products ------------------------------------------------------------------------
+
+DOTS = "function (A[M, K], X[K]) -> (C) { C[m : M] = +(A[m, k] * X[k]); }"
+DOTS2 = ("function (A[M, J, K], X[J, K]) -> (C) "
+         "{ C[m : M] = +(A[m, j, k] * X[j, k]); }")
+DOT_STENCIL = ("{startup_cost: 8, whole_reduction: true, idxs: ["
+               "{name: m, size: 4, outs: [-1], ins: [-1, 0]}, "
+               "{name: k, size: -1, outs: [0], ins: [1, 1]}]}")
+
+
+def dot_config(tmp_path: Path, *, width: int = 32, tile_k: int = 0, chains: int = 8) -> str:
+    """Rows of dot products cut into 4-row kernels; ``tile_k`` splits the reduction into
+    tiles first (the kernel then runs over part of it, the last part ragged)."""
+    passes = []
+    sel = "contraction"
+    if tile_k:
+        passes.append("  - {name: tile, type: autotile, options: {reqs: [contraction], "
+                      "inner_set: [tile], max_sizes_product: 0, only_po2: false}}")
+        sel = "tile"
+    passes.append(f"  - {{name: mk, type: stencil, options: {{reqs: [{sel}], allow_pad: true, "
+                  f"stencils: [\"{DOT_STENCIL}\"]}}}}")
+    path = tmp_path / f"dot{width}_{tile_k}_{chains}.yaml"
+    path.write_text(f"target: dot_test\nextends: cpu_generic\ncompute: {{vector_width: {width}, "
+                    f"kernel_chains: {chains}}}\npasses:\n" + "\n".join(passes) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k", [(4, 8), (8, 64), (5, 37), (13, 100), (3, 7), (7, 1), (9, 33)])
+def test_rows_of_dot_products_at_odd_sizes(tmp_path, rng, dtype, m, k):
+    """4 rows share each vector of X; rows past the end of the range (the last tile of
+    rows) run a kernel of the rows in range, points short of a vector a scalar tail."""
+    a = rng.standard_normal((m, k)).astype(dtype)
+    x = rng.standard_normal(k).astype(dtype)
+    prog = check(DOTS, {"A": a, "X": x}, a @ x, dot_config(tmp_path), kernel=False)
+    assert ("dot kernel, 4 rows" in prog.c_source) is (k > 1)  # k = 1: no reduction loop
+    if m % 4 and k > 1:
+        assert "rows of the tile in range" in prog.c_source
+
+
+@pytest.mark.parametrize("width,lanes", [(16, 4), (32, 8), (64, 16)])
+def test_dot_kernel_vectors_follow_the_config(tmp_path, rng, width, lanes):
+    a = rng.standard_normal((6, 70)).astype(np.float32)
+    x = rng.standard_normal(70).astype(np.float32)
+    prog = check(DOTS, {"A": a, "X": x}, a @ x, dot_config(tmp_path, width=width),
+                 kernel=False)
+    assert f"stripe_f32x{lanes} xv" in prog.c_source
+
+
+def test_dot_kernel_over_part_of_a_split_reduction(tmp_path, rng):
+    """Tiles of the reduction (the last one short): each kernel runs over its tile's
+    points only, and adds into C."""
+    a = rng.standard_normal((8, 103)).astype(np.float32)
+    x = rng.standard_normal(103).astype(np.float32)
+    cfg = tmp_path / "split.yaml"
+    cfg.write_text("target: split\nextends: cpu_generic\ncompute: {vector_width: 32}\n"
+                   "passes:\n"
+                   "  - {name: cut, type: autotile, options: {reqs: [contraction], "
+                   "inner_set: [tile], max_input_size: 1600, cache_width: 0}}\n"
+                   f"  - {{name: mk, type: stencil, options: {{reqs: [tile], allow_pad: true, "
+                   f"stencils: [\"{DOT_STENCIL}\"]}}}}\n")
+    prog = check(DOTS, {"A": a, "X": x}, a @ x, str(cfg), kernel=False)
+    assert "dot kernel, 4 rows" in prog.c_source
+    tiles = [ix for _, b in prog.ir.walk() for ix in b.idxs if ix.name == "k" and ix.range < 103]
+    assert tiles, "the reduction was not split"
+    loops = [ln for ln in prog.c_source.splitlines() if "/* k, a vector */" in ln]
+    assert loops and all("stripe_imin" in ln for ln in loops)  # bounded by the tile's end
+
+
+def test_dot_kernel_with_another_reduction_around_it(tmp_path, rng):
+    """A second reduction (j, stride 0 in C) runs as a loop around the vector loop."""
+    a = rng.standard_normal((6, 3, 21)).astype(np.float32)
+    x = rng.standard_normal((3, 21)).astype(np.float32)
+    stencil_2 = DOT_STENCIL.replace("{name: k, size: -1, outs: [0], ins: [1, 1]}",
+                                    "{name: j, size: -1, outs: [0], ins: [-1, -1]}, "
+                                    "{name: k, size: -1, outs: [0], ins: [1, 1]}")
+    cfg = tmp_path / "dots2.yaml"
+    cfg.write_text("target: dots2\nextends: cpu_generic\ncompute: {vector_width: 32}\n"
+                   "passes:\n"
+                   f"  - {{name: mk, type: stencil, options: {{reqs: [contraction], "
+                   f"allow_pad: true, stencils: [\"{stencil_2}\"]}}}}\n")
+    want = np.einsum("mjk,jk->m", a, x)
+    prog = check(DOTS2, {"A": a, "X": x}, want, str(cfg), kernel=False)
+    assert "dot kernel, 4 rows" in prog.c_source
+
+
+def test_match_names_the_dot_roles(tmp_path):
+    from stripe.codegen.microkernel import DotKernel, match
+
+    prog = stripe.compile(DOTS, {"A": ((8, 40), "float32"), "X": ((40,), "float32")},
+                          target=dot_config(tmp_path))
+    [blk] = [b for _, b in prog.ir.walk() if "stencil" in b.tags]
+    strides = {"A": (40, 1), "X": (1,), "C": (1,)}
+    roots = {"A": "A", "X": "X", "C": "C"}
+    k = match(blk, strides, roots)
+    assert isinstance(k, DotKernel)
+    assert (k.a.into, k.x.into, k.c.into, k.m.name, k.k.name, k.ks) == ("A", "X", "C", "m", "k",
+                                                                     ())
+    # X must not follow the rows; the output must not alias an input
+    assert match(blk, strides, {"A": "A", "X": "X", "C": "A"}) is None
+
+
+@pytest.mark.parametrize("m,k", [(1000, 2048), (257, 3001), (16, 4097), (6, 9)])
+def test_cpu_avx2_runs_rows_of_dot_products_in_dot_kernels(rng, m, k):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal(k).astype(np.float32)
+    prog = stripe.compile(DOTS, {"A": a, "X": x}, target="cpu_avx2")
+    if m >= 4 and k >= 64:
+        assert "dot kernel, 4 rows" in prog.c_source
+    got = prog(A=a, X=x)["C"]
+    np.testing.assert_allclose(got, a.astype(np.float64) @ x, rtol=1e-4,
+                               atol=1e-4 * np.sqrt(k))
+    np.testing.assert_allclose(got, interpret(prog.ir, {"A": a, "X": x})["C"], rtol=1e-4,
+                               atol=1e-4 * np.sqrt(k))
