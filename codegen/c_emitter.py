@@ -665,42 +665,12 @@ class _Emitter:
         nothing emitted, when some point of the box always fails a constraint."""
         if isinstance(k, DotKernel):
             return self.dot_kernel(b, k, outer, scope)
-        conds, limits, col_limits = [], [], []
-        k_bounds = {ix.name: _Bounds(0, ix.range) for ix in k.ks}
-        for c in b.constraints:
-            if k.m is not None and microkernel.row_limit(b, c, k.m) is not None:
-                limits.append(f"{self.affine(microkernel.row_limit(b, c, k.m), scope)} + 1")
-                continue
-            if microkernel.row_limit(b, c, k.n) is not None:  # the last columns of a range
-                col_limits.append(f"{self.affine(microkernel.row_limit(b, c, k.n), scope)} + 1")
-                continue
-            bound = microkernel.reduction_bound(b, c, k.ks)
-            if bound is not None:  # the reduction loop runs over the points in range only
-                name, coef, rest = bound
-                old = k_bounds[name]
-                k_bounds[name] = (_Bounds(old.lo, old.hi, old.lo_exprs + (rest,), old.hi_exprs)
-                                  if coef > 0 else
-                                  _Bounds(old.lo, old.hi, old.lo_exprs, old.hi_exprs + (rest,)))
-                continue
-            g = microkernel.full_box_guard(b, c)
-            if g.is_const:
-                if g.const < 0:
-                    return False  # some point always fails: the generic nest decides
-                continue
-            conds.append(f"({self.affine(g, scope)} >= 0)")
-        rows = cols = ""
-        if limits:
-            rows = self.fresh("r")
-            expr = str(k.mr)
-            for lim in limits:
-                expr = f"stripe_imin({expr}, {lim})"
-            self.line(f"const int64_t {rows} = {expr};  /* rows of the tile in range */")
-        if col_limits:
-            cols = self.fresh("c")
-            expr = str(k.n.range)
-            for lim in col_limits:
-                expr = f"stripe_imin({expr}, {lim})"
-            self.line(f"const int64_t {cols} = {expr};  /* columns of the tile in range */")
+        split = self.kernel_constraints(b, k.m, k.n, k.ks, scope)
+        if split is None:
+            return False  # some point always fails: the generic nest decides
+        conds, limits, col_limits, k_bounds = split
+        rows = self.in_range("r", k.mr, limits, "rows")
+        cols = self.in_range("c", k.n.range, col_limits, "columns")
         full = " && ".join(conds + ([f"{rows} == {k.mr}"] if rows else [])
                            + ([f"{cols} == {k.n.range}"] if cols else [])) or "1"
         self.open(f"if ({full})", f"micro-kernel {k.mr}x{k.n.range}")
@@ -725,20 +695,24 @@ class _Emitter:
         self.close()
         return True
 
-    def dot_kernel(self, b: Block, k: DotKernel, outer: _Scope, scope: _Scope) -> bool:
-        """Emit the dot-product kernel ``k`` guarded by the test that every point of the
-        block's box satisfies its constraints, except those that cut the ``m`` rows (the
-        last tile of a range: a kernel of the rows in range runs) or bound a reduction (the
-        last tile of a split reduction: its loop runs over the points in range). True: the
-        generic loop nest follows as the ``else`` branch; False, with nothing emitted, when
-        some point of the box always fails a constraint."""
-        conds, limits = [], []
-        reductions = (*k.ks, k.k)
+    def kernel_constraints(self, b: Block, m: Index | None, n: Index | None,
+                           reductions: tuple[Index, ...], scope: _Scope,
+                           ) -> tuple[list[str], list[str], list[str], dict[str, _Bounds]] | None:
+        """Sort the constraints of a kernel's block: those that only bound the rows ``m``
+        or the columns ``n`` from above (the last tile of a range; C expressions of the
+        count in range), those on one reduction index (the last tile of a split reduction;
+        they bound its loop in ``k_bounds``) and the rest, which must hold on the whole box
+        (C conditions). None when some point of the box always fails one."""
+        conds, limits, col_limits = [], [], []
         k_bounds = {ix.name: _Bounds(0, ix.range) for ix in reductions}
         for c in b.constraints:
-            limit = microkernel.row_limit(b, c, k.m)
-            if limit is not None:
-                limits.append(f"{self.affine(limit, scope)} + 1")
+            row = microkernel.row_limit(b, c, m) if m is not None else None
+            if row is not None:
+                limits.append(f"{self.affine(row, scope)} + 1")
+                continue
+            col = microkernel.row_limit(b, c, n) if n is not None else None
+            if col is not None:
+                col_limits.append(f"{self.affine(col, scope)} + 1")
                 continue
             bound = microkernel.reduction_bound(b, c, reductions)
             if bound is not None:
@@ -751,16 +725,34 @@ class _Emitter:
             g = microkernel.full_box_guard(b, c)
             if g.is_const:
                 if g.const < 0:
-                    return False
+                    return None
                 continue
             conds.append(f"({self.affine(g, scope)} >= 0)")
-        rows = ""
-        if limits:
-            rows = self.fresh("r")
-            expr = str(k.mr)
-            for lim in limits:
-                expr = f"stripe_imin({expr}, {lim})"
-            self.line(f"const int64_t {rows} = {expr};  /* rows of the tile in range */")
+        return conds, limits, col_limits, k_bounds
+
+    def in_range(self, prefix: str, full: int, limits: list[str], what: str) -> str:
+        """Declare the count of ``what`` (at most ``full``) that ``limits`` leave in range;
+        its C name, or "" when there are no limits."""
+        if not limits:
+            return ""
+        name, expr = self.fresh(prefix), str(full)
+        for lim in limits:
+            expr = f"stripe_imin({expr}, {lim})"
+        self.line(f"const int64_t {name} = {expr};  /* {what} of the tile in range */")
+        return name
+
+    def dot_kernel(self, b: Block, k: DotKernel, outer: _Scope, scope: _Scope) -> bool:
+        """Emit the dot-product kernel ``k`` guarded by the test that every point of the
+        block's box satisfies its constraints, except those that cut the ``m`` rows (the
+        last tile of a range: a kernel of the rows in range runs) or bound a reduction (the
+        last tile of a split reduction: its loop runs over the points in range). True: the
+        generic loop nest follows as the ``else`` branch; False, with nothing emitted, when
+        some point of the box always fails a constraint."""
+        split = self.kernel_constraints(b, k.m, None, (*k.ks, k.k), scope)
+        if split is None:
+            return False
+        conds, limits, _, k_bounds = split
+        rows = self.in_range("r", k.mr, limits, "rows")
         full = " && ".join(conds + ([f"{rows} >= 1"] if rows else [])) or "1"
         self.open(f"if ({full})", f"dot kernel, {k.mr} rows")
         if rows:

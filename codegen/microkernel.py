@@ -129,8 +129,23 @@ def vector_typedefs() -> str:
     return "\n".join(lines) + "\n"
 
 
+class _Vectors:
+    """The vector type of a kernel's element type on its SIMD unit."""
+
+    dtype: DType
+    vector: Vector
+
+    @property
+    def lanes(self) -> int:
+        return self.vector.lanes(self.dtype)
+
+    @property
+    def vector_type(self) -> str:
+        return self.vector.type_name(self.dtype)
+
+
 @dataclass(frozen=True)
-class MicroKernel:
+class MicroKernel(_Vectors):
     """A matched stencil block: which views and indexes play which part."""
 
     a: Refinement
@@ -147,14 +162,6 @@ class MicroKernel:
     instead of broadcasting one element."""
 
     @property
-    def lanes(self) -> int:
-        return self.vector.lanes(self.dtype)
-
-    @property
-    def vector_type(self) -> str:
-        return self.vector.type_name(self.dtype)
-
-    @property
     def mr(self) -> int:
         return self.m.range if self.m is not None else 1
 
@@ -164,7 +171,7 @@ class MicroKernel:
 
 
 @dataclass(frozen=True)
-class DotKernel:
+class DotKernel(_Vectors):
     """A matched block of dot products: ``C[m] += A[m, k] * X[k]`` with ``k`` walked with
     unit stride by both inputs (see the module doc)."""
 
@@ -180,14 +187,6 @@ class DotKernel:
     """Other reduction indexes (stride 0 in ``C``), in block order: loops around ``k``."""
     dtype: DType
     vector: Vector = AVX2
-
-    @property
-    def lanes(self) -> int:
-        return self.vector.lanes(self.dtype)
-
-    @property
-    def vector_type(self) -> str:
-        return self.vector.type_name(self.dtype)
 
     @property
     def mr(self) -> int:
@@ -260,25 +259,38 @@ def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
     else:
         return None
     for va, vb, a_vector in orders:
-        m: Index | None = None
-        ks: list[Index] = []
-        for ix in loops:
-            if ix is n:
-                continue
-            if st(c, ix) == 0:
-                ks.append(ix)
-            elif st(va, ix) != 0 and st(vb, ix) == 0 and m is None and st(c, ix) >= n.range:
-                m = ix
-            else:
-                break
-        else:
-            if a_vector and m is None:
-                continue  # an elementwise product along n: nothing to block
-            kernel = MicroKernel(va, vb, c, m, n, tuple(ks), dtype, vector, a_vector)
-            if kernel.mr * kernel.nv + kernel.nv + 1 > vector.registers:
-                return None
-            return kernel
+        roles = _rows_and_reductions(loops, n, c, va, vb, st, n.range)
+        if roles is None:
+            continue
+        m, ks = roles
+        if a_vector and m is None:
+            continue  # an elementwise product along n: nothing to block
+        kernel = MicroKernel(va, vb, c, m, n, ks, dtype, vector, a_vector)
+        if kernel.mr * kernel.nv + kernel.nv + 1 > vector.registers:
+            return None
+        return kernel
     return None
+
+
+def _rows_and_reductions(loops: list[Index], skip: Index, c: Refinement, va: Refinement,
+                         vb: Refinement, st: Callable[[Refinement, Index], int],
+                         row_stride: int) -> tuple[Index | None, tuple[Index, ...]] | None:
+    """The roles of the loop indexes other than ``skip``: ``m``, the one with non-zero
+    stride in ``va`` and at least ``row_stride`` in ``C`` that ``vb`` does not follow (or
+    None), and the reductions (stride 0 in ``C``), in block order. None when an index fits
+    neither."""
+    m: Index | None = None
+    ks: list[Index] = []
+    for ix in loops:
+        if ix is skip:
+            continue
+        if st(c, ix) == 0:
+            ks.append(ix)
+        elif st(va, ix) != 0 and st(vb, ix) == 0 and m is None and st(c, ix) >= row_stride:
+            m = ix
+        else:
+            return None
+    return m, tuple(ks)
 
 
 def _match_dot(c: Refinement, ins: list[Refinement], loops: list[Index], dots: list[Index],
@@ -293,21 +305,10 @@ def _match_dot(c: Refinement, ins: list[Refinement], loops: list[Index], dots: l
         return None
     k = dots[0]
     for va, vx in ((ins[0], ins[1]), (ins[1], ins[0])):
-        m: Index | None = None
-        ks: list[Index] = []
-        for ix in loops:
-            if ix is k:
-                continue
-            if st(c, ix) == 0:
-                ks.append(ix)
-            elif st(va, ix) != 0 and st(vx, ix) == 0 and m is None:
-                m = ix
-            else:
-                break
-        else:
-            if m is None or m.range + 1 > vector.registers:
-                continue
-            return DotKernel(va, vx, c, m, k, tuple(ks), dtype, vector)
+        roles = _rows_and_reductions(loops, k, c, va, vx, st, 1)
+        if roles is None or roles[0] is None or roles[0].range + 1 > vector.registers:
+            continue
+        return DotKernel(va, vx, c, roles[0], k, roles[1], dtype, vector)
     return None
 
 

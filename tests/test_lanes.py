@@ -31,17 +31,23 @@ def run(source: str, arrays: dict[str, np.ndarray]) -> stripe.Program:
     return prog
 
 
+def row_input(rng, agg: str, dtype: str, rows: int, y: int,
+              shrink: int) -> np.ndarray:
+    """Rows to reduce: normal floats, or integers (divided by ``shrink`` for int8 sums)."""
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal((rows, y)).astype(dtype)
+    x = rng.integers(-100, 100, size=(rows, y)).astype(dtype)
+    if agg == "add" and dtype == "int8":
+        x //= shrink  # keep the sums in range
+    return x
+
+
 @pytest.mark.parametrize("agg", sorted(ROWS))
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "int8"])
 @pytest.mark.parametrize("y", [16, 17, 37, 1000])
 def test_row_reductions(rng, agg, dtype, y):
     source, fn = ROWS[agg]
-    if np.dtype(dtype).kind == "f":
-        x = rng.standard_normal((5, y)).astype(dtype)
-    else:
-        x = rng.integers(-100, 100, size=(5, y)).astype(dtype)
-    if agg == "add" and dtype == "int8":
-        x //= 16  # keep the sums in range
+    x = row_input(rng, agg, dtype, 5, y, 16)
     prog = run(source, {"I": x})
     assert "partial O per lane" in prog.c_source
     got = prog(I=x)["O"]
@@ -114,12 +120,7 @@ def test_lane_chains_keep_several_sets_of_lanes(tmp_path, rng, agg, dtype, y):
     per step into 4 sets of accumulators (when its row holds a whole step); max and min are
     bit for bit those of one set, sums agree with numpy (and exactly for integers)."""
     source, fn = ROWS[agg]
-    if np.dtype(dtype).kind == "f":
-        x = rng.standard_normal((3, y)).astype(dtype)
-    else:
-        x = rng.integers(-100, 100, size=(3, y)).astype(dtype)
-    if agg == "add" and dtype == "int8":
-        x //= 64  # keep the sums in range
+    x = row_input(rng, agg, dtype, 3, y, 64)
     progs = {k: stripe.compile(source, {"I": x}, target=lane_config(tmp_path, k)) for k in (1, 4)}
     lanes = 32 // np.dtype(dtype).itemsize
     sets = progs[4].c_source.split("partial O per lane")[0].rsplit("\n", 1)[1]
