@@ -27,6 +27,7 @@ from ops_catalog import OPS, random_array
 from test_random_programs import Program, programs
 
 import stripe
+from stripe.codegen.microkernel import Vector
 from stripe.compiler import compile_program
 from stripe.config import Config, PassEntry
 from stripe.passes import REGISTRY
@@ -45,7 +46,10 @@ CONV_KERNEL = ("{startup_cost: 8, idxs: [{name: m, size: 2, outs: [-1], ins: [-1
                " {name: k3, size: -1, outs: [0], ins: [-1, -1]}]}")
 VECTOR_KERNEL = ("{startup_cost: 8, idxs: [{name: n, size: 4, outs: [1], ins: [0, 1]},"
                  " {name: k, size: -1, outs: [0], ins: [-1, -1]}]}")
-STENCILS = (MATMUL_KERNEL, CONV_KERNEL, VECTOR_KERNEL)
+DOT_KERNEL = ("{startup_cost: 8, whole_reduction: true,"
+              " idxs: [{name: m, size: 3, outs: [-1], ins: [-1, 0]},"
+              " {name: k, size: -1, outs: [0], ins: [1, 1]}]}")
+STENCILS = (MATMUL_KERNEL, CONV_KERNEL, VECTOR_KERNEL, DOT_KERNEL)
 
 TEMPLATES = {
     "matmul": ("function (A[M, K], B[K, N]) -> (O) { O[m, n : M, N] = +(A[m, k] * B[k, n]); }",
@@ -61,6 +65,8 @@ TEMPLATES = {
                   "    O[n, x, y, c : N, X, Y, C] ="
                   " +(I[n, x + i - 1, y + j - 1, c] * F[i, j, c]);\n}",
                   lambda m, k, n: {"I": (1, m, k, n), "F": (3, 3, n)}),
+    "gemv": ("function (A[M, K], X[K]) -> (O) { O[m : M] = +(A[m, k] * X[k]); }",
+             lambda m, k, n: {"A": (m + n, 5 * k), "X": (5 * k,)}),
     "maxpool": ("function (I[X, Y]) -> (O) {\n"
                 "    O[x, y : (X + 1) / 2, (Y + 1) / 2] = >(I[2 * x + i, 2 * y + j]), i < 2, j < 2;\n}",
                 lambda m, k, n: {"I": (m, k + n)}),
@@ -100,6 +106,7 @@ def _options(draw, kind: str) -> dict[str, object]:  # type: ignore[no-untyped-d
         return {"reqs": (pick("contraction", "tile"),), "outer_set": ("tiles",),
                 "inner_set": ("tile", "contraction"), "max_total_size": pick(64, 256, 1024),
                 "only_po2": flag(), "acc_idxs": flag(), "max_streams": pick(0, 0, 4, 16),
+                "stream_start": pick(0, 0, 256),
                 "stencils": STENCILS if flag() else ()}
     if kind == "stencil":
         return {"reqs": (pick("contraction", "tile"),), "allow_pad": flag(),
@@ -163,9 +170,10 @@ def test_every_pass_type_gets_options(data: st.DataObject) -> None:
 @settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES == 150,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(prog=workloads(), passes=pipelines(), seed=st.integers(0, 2**16),
-       in_c=st.integers(0, 3))
+       in_c=st.integers(0, 3), chains=st.sampled_from([(1, 1), (4, 8), (2, 3)]))
 def test_random_pipeline_keeps_the_meaning(prog: Program, passes: tuple[PassEntry, ...],
-                                           seed: int, in_c: int) -> None:
+                                           seed: int, in_c: int,
+                                           chains: tuple[int, int]) -> None:
     rng = np.random.default_rng(seed)
     ranges = _RANGES.get(prog.source, {})
     arrays = {n: random_array(rng, s, t, *ranges.get(n, (None, None)))
@@ -175,7 +183,9 @@ def test_random_pipeline_keeps_the_meaning(prog: Program, passes: tuple[PassEntr
     final, trace = run_pipeline(program, config, verify=True, check=True, inputs=arrays)
     if in_c == 0:  # one example in four also in C, over outputs filled with 0xFF bytes
         want = stripe.interpret(program, arrays)
-        compiled = compile_program(final, trace)
+        # lane sets and kernel accumulator sets (compute.lane_chains, kernel_chains)
+        vector = Vector(32, 16, unroll=2, chains=chains[1], lane_chains=chains[0])
+        compiled = compile_program(final, trace, vector=vector)
         compiled.fill_byte = 0xFF
         tol = _TOLERANCE.get(prog.source, 1e-4)
         # a race shows only in some calls (gcc once invented stores in a threaded loop:
