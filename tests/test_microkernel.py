@@ -469,13 +469,20 @@ def test_match_names_the_dot_roles(tmp_path):
     assert match(blk, strides, {"A": "A", "X": "X", "C": "A"}) is None
 
 
-@pytest.mark.parametrize("m,k", [(1000, 2048), (257, 3001), (16, 4097), (6, 9)])
-def test_cpu_avx2_runs_rows_of_dot_products_in_dot_kernels(rng, m, k):
+@pytest.mark.parametrize("target", ["cpu_avx2", "cpu_avx512"])
+@pytest.mark.parametrize("m,k", [(1000, 2048), (257, 3001), (16, 4097), (6, 9), (13, 70)])
+def test_cpu_configs_run_rows_of_dot_products_in_dot_kernels(rng, target, m, k):
+    from stripe.codegen.build import missing_cpu_features
+    from stripe.config import load_config
+
+    missing = missing_cpu_features(load_config(target).cflags)
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)}")
     a = rng.standard_normal((m, k)).astype(np.float32)
     x = rng.standard_normal(k).astype(np.float32)
-    prog = stripe.compile(DOTS, {"A": a, "X": x}, target="cpu_avx2")
-    if m >= 4 and k >= 64:
-        assert "dot kernel, 4 rows" in prog.c_source
+    prog = stripe.compile(DOTS, {"A": a, "X": x}, target=target)
+    if m >= 8 and k >= 64:
+        assert "dot kernel, 8 rows" in prog.c_source
     got = prog(A=a, X=x)["C"]
     np.testing.assert_allclose(got, a.astype(np.float64) @ x, rtol=1e-4,
                                atol=1e-4 * np.sqrt(k))
