@@ -7,10 +7,11 @@
 ``--serve`` (what the suite uses): the peer stays loaded and answers requests, one JSON
 object per line on stdin, so that the suite can time it in turns with stripe (see
 `benchmarks.peers.PeerServer`): ``{"cmd": "prepare", "workload": name}`` builds and checks
-a workload; ``{"cmd": "time", "workload": name, "n": k, "warm_s": s}`` runs it untimed for at least s
-seconds (at least once; none if ``"warm": false``) and then k timed calls (the answer has
-their times and the process's CPU time over them, all threads); ``{"cmd": "quit"}``. Each answer is one line on
-stdout starting with ``REPLY_MARK`` (the peers print their own lines there too).
+a workload; ``{"cmd": "time", "workload": name, "n": k, "warm_s": s}`` runs it untimed for
+at least s seconds (at least once; none if ``"warm": false``) and then k timed calls (the
+answer has their times and the process's CPU time over them, all threads);
+``{"cmd": "quit"}``. Each answer is one line on stdout starting with ``REPLY_MARK`` (the
+peers print their own lines there too).
 
 Needs only numpy and the peer; imports `benchmarks.workloads` for the sources, shapes,
 inputs (same seed, so the same data as the main run) and the numpy reference. Every result
@@ -79,8 +80,8 @@ def _tvm_thread_env() -> None:
     """TVM's runtime sizes its thread pool from TVM_NUM_THREADS (else OMP_NUM_THREADS, else
     its own guess, which is 1 on a 2-core machine here). run.py passes TVM_NUM_THREADS =
     OMP_NUM_THREADS; this makes a direct run of the worker do the same. With
-    OMP_WAIT_POLICY=PASSIVE (``run.py --omp-wait-policy PASSIVE``) TVM's idle workers go to sleep at once
-    instead of spinning (TVM_THREAD_POOL_SPIN_COUNT=0), like stripe's OpenMP threads.
+    OMP_WAIT_POLICY=PASSIVE (``run.py --omp-wait-policy PASSIVE``) TVM's idle workers go to
+    sleep at once instead of spinning (TVM_THREAD_POOL_SPIN_COUNT=0), like stripe's OpenMP threads.
     Set before tvm is imported; explicit values in the environment win."""
     os.environ.setdefault("TVM_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
     if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":

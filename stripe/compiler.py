@@ -401,9 +401,10 @@ def overwritten_outputs(program: Block) -> frozenset[str]:
     anything reads it or aggregates into it: the first statement of the main block that
     touches the output is a block that stores into all of it and reads none of it
     (``poly.overwritten_by_first_use``, exact). That is the lowering's initialisation
-    kernel of a contraction, and an elementwise kernel. Passes preserve the program's meaning, so an output the lowered program
-    overwrites does not depend on its initial contents after them either (the tests run
-    every config with such outputs filled with 0xFF bytes: NaN, -1)."""
+    kernel of a contraction, and an elementwise kernel. Passes preserve the program's
+    meaning, so an output the lowered program overwrites does not depend on its initial
+    contents after them either (the tests run every config with such outputs filled with
+    0xFF bytes: NaN, -1)."""
     mains = [b for b in program.sub_blocks if tags.MAIN in b.tags]
     if tags.PROGRAM not in program.tags or len(mains) != 1:
         return frozenset()

@@ -58,10 +58,10 @@ from .ir import (
     LoadIndex,
     Refinement,
     Special,
-    agg_identity,
     Statement,
     Store,
     TensorShape,
+    agg_identity,
 )
 
 MAX_BATCH_POINTS = 1 << 14

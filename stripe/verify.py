@@ -58,8 +58,8 @@ from .ir import (
     Intrinsic,
     Load,
     LoadIndex,
-    Refinement,
     RefDir,
+    Refinement,
     Special,
     Statement,
     Store,
@@ -165,7 +165,8 @@ def _fresh_problems(block: Block, r: Refinement) -> Iterator[str]:
         yield f"{what} must be an aggregating 'out' view (out fresh {r.into}[...]:add)"
     for s in block.stmts:
         if isinstance(s, Block) and any(v.from_ == r.into for v in s.refs if not v.is_alloc):
-            yield f"{what} is viewed by child block '{s.name}'; only this block's stores may touch it"
+            yield (f"{what} is viewed by child block '{s.name}'; "
+                   "only this block's stores may touch it")
         elif isinstance(s, Special) and r.into in s.inputs + s.outputs:
             yield f"{what} is used by special '{s.name}'; only stores may touch it"
 

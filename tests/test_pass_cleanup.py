@@ -399,8 +399,8 @@ def test_cond_folds_on_the_converted_condition():
 
 
 def test_substitute_indexes_reaches_banks_and_passed_in_affines():
-    from stripe.irparser import parse_ir
     from stripe.affine import Affine
+    from stripe.irparser import parse_ir
     from stripe.passes.cleanup import substitute_indexes
 
     block = parse_ir("""

@@ -231,7 +231,8 @@ def test_the_fresh_start_leaves_out_the_reduction() -> None:
     assert _fresh_loops(prog.c_source) == ["i"]
     np.testing.assert_array_equal(prog(A=a)["O"], a[0::2] + a[1::2])
     text = STALE.replace("WHOLE", "1").replace("I_ACCESS", "i").replace(
-        "block [i:3, j:2]:6 ( // leaf\n", "block [i:3, j:2]:6 ( // leaf\n                1 - j >= 0\n")
+        "block [i:3, j:2]:6 ( // leaf\n",
+        "block [i:3, j:2]:6 ( // leaf\n                1 - j >= 0\n")
     program = parse_ir(text)
     verify(program)
     prog = compile_program(program, [("hand", program)])
@@ -266,7 +267,8 @@ def test_verifier_admits_instances_that_own_their_elements() -> None:
 
 
 def test_verifier_refuses_a_fresh_view_that_does_not_aggregate() -> None:
-    text = STALE.replace("WHOLE", "1").replace("out fresh O[I_ACCESS]:add fp32", "out fresh O[i] fp32")
+    text = STALE.replace("WHOLE", "1").replace("out fresh O[I_ACCESS]:add fp32",
+                                               "out fresh O[i] fp32")
     with pytest.raises(VerifyError, match="must be an aggregating 'out' view"):
         verify(parse_ir(text))
 
@@ -281,7 +283,8 @@ def test_verifier_refuses_a_fresh_input() -> None:
 def test_verifier_refuses_a_fresh_view_seen_by_a_child() -> None:
     text = STALE.replace("WHOLE", "1").replace("I_ACCESS", "i").replace(
         "            out O[0] fp32:I(3):(1):12 B\n        ) {\n            0: block [i:3, j:2]",
-        "            out fresh O[0]:add fp32:I(3):(1):12 B\n        ) {\n            0: block [i:3, j:2]")
+        "            out fresh O[0]:add fp32:I(3):(1):12 B\n        ) {\n"
+        "            0: block [i:3, j:2]")
     text = text.replace("out fresh O[i]:add fp32:I(1)", "out O[i]:add fp32:I(1)")
     with pytest.raises(VerifyError, match="viewed by child block 'leaf'"):
         verify(parse_ir(text))

@@ -68,7 +68,8 @@ TEMPLATES = {
     "gemv": ("function (A[M, K], X[K]) -> (O) { O[m : M] = +(A[m, k] * X[k]); }",
              lambda m, k, n: {"A": (m + n, 5 * k), "X": (5 * k,)}),
     "maxpool": ("function (I[X, Y]) -> (O) {\n"
-                "    O[x, y : (X + 1) / 2, (Y + 1) / 2] = >(I[2 * x + i, 2 * y + j]), i < 2, j < 2;\n}",
+                "    O[x, y : (X + 1) / 2, (Y + 1) / 2] = >(I[2 * x + i, 2 * y + j]), "
+                "i < 2, j < 2;\n}",
                 lambda m, k, n: {"I": (m, k + n)}),
 }
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Union
 
-
 from .. import tags as T
 from ..affine import Affine
 from ..dtypes import DType, promote
