@@ -1,4 +1,5 @@
-"""Shared fixtures: a seeded random generator and random arrays per dtype.
+"""Shared fixtures: a seeded random generator and random arrays per dtype, and a temporary
+cache directory for the whole session.
 
 The seed is derived from the test's node id, so every test sees the same values on every run
 and adding a test never changes another test's inputs.
@@ -7,7 +8,8 @@ and adding a test never changes another test's inputs.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +20,18 @@ RandomArray = Callable[..., np.ndarray]
 
 # `pytest --hypothesis-profile=long` for deep property runs (tests scale their counts up).
 settings.register_profile("long", max_examples=1000, deadline=None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stripe_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Compiled modules and cached pipelines go to a directory of this session
+    (``STRIPE_CACHE_DIR``, which ``stripe.codegen.build.cache_dir`` reads at every call and
+    subprocesses inherit), never to the user's ``~/.cache/stripe``. Tests about the cache
+    itself set their own directory over it with ``monkeypatch.setenv``."""
+    path = tmp_path_factory.mktemp("stripe-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STRIPE_CACHE_DIR", str(path))
+        yield path
 
 
 @pytest.fixture

@@ -439,3 +439,10 @@ def test_a_failed_allocation_is_a_memory_error_not_a_crash(cache, where):
     with pytest.raises(MemoryError, match=re.escape(f"ran out of memory: allocating {what}")):
         prog(X=x)
     np.testing.assert_array_equal(compile_program(parse_ir(SRAM_PROGRAM))(X=x)["Y"], x * x)
+
+
+def test_tests_compile_into_the_session_cache(stripe_cache_dir):
+    # conftest's session fixture: no test writes to the user's ~/.cache/stripe.
+    assert build_mod.cache_dir() == stripe_cache_dir
+    home = Path(os.path.expanduser("~")).resolve()
+    assert home not in stripe_cache_dir.resolve().parents or "pytest" in str(stripe_cache_dir)
