@@ -22,7 +22,7 @@ import numpy as np
 
 from stripe.codegen.build import build, cache_dir, missing_cpu_features
 from stripe.codegen.c_emitter import OVERLAP, BufferSpec, CProgram, emit_c
-from stripe.codegen.microkernel import AVX2, Vector
+from stripe.codegen.microkernel import Vector
 from stripe.passes.manager import run_pipeline
 
 from . import poly, tags
@@ -33,6 +33,7 @@ from .dtypes import DType
 from .errors import StripeError
 from .ir import Block, RefDir
 from .printer import print_ir
+from .target import HOST, Target
 from .tile import lower
 from .verify import verify as verify_ir
 
@@ -373,23 +374,27 @@ def _packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def build_settings(config: Config) -> tuple[tuple[str, ...], Vector]:
-    """The C compiler flags and the SIMD unit the C back end writes for, from a hardware
-    config (its ``cflags``, ``-march=native`` when it has none, and its ``compute``)."""
-    c = config.compute
-    return (tuple(config.cflags or ("-march=native",)),
+def build_settings(config: Config | Target) -> tuple[tuple[str, ...], Vector]:
+    """The C compiler flags and the SIMD unit the C back end writes for, from a target (or
+    a hardware config's target): its ``compiler_flags`` and its ``compute``."""
+    target = config.target if isinstance(config, Config) else config
+    c = target.compute
+    return (target.compiler_flags,
             Vector(c.vector_width, c.vector_registers, c.prefetch_ahead, c.copy_prefetch,
                    c.kernel_unroll, c.kernel_chains, c.kernel_prefetch, c.prefetch_writes,
                    c.lane_chains))
 
 
 def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None,
-                    flags: tuple[str, ...] = ("-march=native",),
-                    vector: Vector = AVX2) -> Program:
-    """Verify, emit and build an already lowered (and optionally optimised) program;
-    ``vector`` is the SIMD unit micro-kernels are written for."""
+                    flags: tuple[str, ...] | None = None, vector: Vector | None = None, *,
+                    target: Target = HOST) -> Program:
+    """Verify, emit and build an already lowered (and optionally optimised) program for
+    ``target`` (:data:`stripe.target.HOST` by default). ``flags`` and ``vector`` (the
+    SIMD unit micro-kernels are written for), when given, replace the target's."""
     verify_ir(program)
-    c_program = emit_c(program, vector)
+    target_flags, target_vector = build_settings(target)
+    flags = target_flags if flags is None else flags
+    c_program = emit_c(program, target_vector if vector is None else vector)
     module = build(c_program.source, flags, openmp=c_program.uses_openmp)
     first = trace[0][1] if trace else program
     return Program(c_program, module, tuple(flags), program, trace or [("lower", program)],
@@ -425,16 +430,18 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
             verify: bool = True, check: bool = False) -> Program:
     """Lower Tile ``source`` for ``inputs`` (arrays or ``(shape, dtype)`` pairs) and build it.
 
-    ``target`` is None (no passes), the name of a shipped hardware config (``cpu_avx2``) or a
-    path to a YAML config; its passes run in order, with the verifier after each one unless
-    ``verify=False``. ``check=True`` also interprets the program before and after every pass
-    and names the first pass that changed the result.
+    ``target`` is the name of a shipped hardware config (``cpu_avx2``) or a path to a YAML
+    config; its passes run in order, with the verifier after each one unless
+    ``verify=False``, and the C is written and compiled for the config's target. None runs
+    no passes and compiles for :data:`stripe.target.HOST` (``-march=native``, AVX2-sized
+    vectors). ``check=True`` also interprets the program before and after every pass and
+    names the first pass that changed the result.
     """
     program = lower(source, dict(inputs))
     if target is None:
-        return compile_program(program, [("lower", program)])
+        return compile_program(program, [("lower", program)], target=HOST)
     config = load_config(target)
-    flags, vector = build_settings(config)
+    flags = config.target.compiler_flags
 
     def rerun() -> tuple[Block, list[tuple[str, Block]]]:
         return run_pipeline(program, config, verify=verify, check=check)
@@ -446,7 +453,7 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
         return Program(cached, module, flags, _rerun=rerun,
                        overwritten=overwritten_outputs(program))
     final, trace = rerun()
-    prog = compile_program(final, trace, flags=flags, vector=vector)
+    prog = compile_program(final, trace, target=config.target)
     if key:
         _store_cached(key, prog.c_program)
     return prog

@@ -2,7 +2,8 @@
 
     cfg = load_config("cpu_avx2")            # a config shipped in stripe.hwconfigs
     cfg = load_config("my/target.yaml")      # or a file
-    cfg.target, cfg.memories, cfg.compute, cfg.cflags, cfg.passes
+    cfg.target, cfg.passes                   # the hardware (stripe.target.Target), the passes
+    cfg.target.memory("L2"), cfg.target.compute.vector_width, cfg.target.cflags
 
 The schema (``docs/hwconfigs.md`` explains it with examples)::
 
@@ -45,6 +46,7 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from stripe.passes import REGISTRY, PassInfo
 
 from .errors import StripeError
+from .target import Compute, Memory, Target
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -85,87 +87,6 @@ class ConfigError(StripeError):
 
 
 @dataclass(frozen=True)
-class Memory:
-    """A memory level or unit."""
-
-    name: str
-    size: int
-    """Capacity in bytes."""
-    line: int = 64
-    """Cache line or transfer width in bytes."""
-    banks: int = 1
-    """Number of banks (or units) the memory is split into."""
-
-
-@dataclass(frozen=True)
-class Compute:
-    """The compute units."""
-
-    units: int = 1
-    """Cores or processing units that can run block points in parallel."""
-    vector_width: int = 16
-    """SIMD register width in bytes (16: SSE/NEON, 32: AVX2, 64: AVX-512). The C back end
-    writes micro-kernels and reduction lanes for it."""
-    vector_registers: int = 16
-    """SIMD registers a micro-kernel may keep live (16: SSE/AVX2, 32: AVX-512/NEON)."""
-    prefetch_ahead: int = 0
-    """Bytes ahead that a row reduction (a loop the C back end runs in vector lanes)
-    prefetches the program buffers it reads, one prefetch per lane group; 0: none. A
-    hardware prefetcher stops at 4 KiB page boundaries, so a row of 4 KiB or more starts
-    cold; 4096 fetches the next page (the next row of a 4096x1024 float32 softmax) while
-    the current one is computed."""
-    copy_prefetch: int = 0
-    """Bytes of rows ahead that a copy (a leaf block inside a ``transfer``, such as the
-    packing copies of ``cache``) prefetches its source: at the start of each row it
-    prefetches the row ``ceil(copy_prefetch / row bytes)`` rows ahead, one prefetch per 64
-    bytes; 0: none. A packed tile's rows are short runs far apart in the source (192 bytes
-    every 2 KiB for a 7x7x512 convolution's weights), which a hardware prefetcher does not
-    follow across."""
-    kernel_unroll: int = 1
-    """Points of the innermost reduction loop that a micro-kernel's C writes out per
-    iteration (the rest of the range one at a time after it). gcc -O3 does not unroll loops
-    on its own, and drops ``#pragma GCC unroll`` in the functions OpenMP outlines. On Zen 3
-    a 1024^3 float32 matmul ran 10% faster unrolled twice (33.7 -> 30.5 ms on one core); 4
-    times, gcc interleaves the copies so far that they run out of registers and spill, and
-    the gain is lost. 1: not unrolled; at most 16."""
-    kernel_chains: int = 1
-    """Independent chains of fused multiply-adds a micro-kernel needs in flight to keep the
-    FMA units busy: the FMA latency times the FMA pipes (4 x 2 = 8 on Zen 3 and Zen 4). A
-    kernel with fewer accumulators than that (a 1x32 matrix-vector kernel has 4 vectors; the
-    2-row kernels of a ragged edge) waits on its own previous FMAs; with ``kernel_unroll``
-    above 1 it then keeps up to ``kernel_unroll`` sets of accumulators, the unrolled points
-    of the loop taking turns, and adds the sets together after the loop (so that a float
-    sum is grouped differently: still every term once). Sets are added only while they fit
-    in ``vector_registers``. 1: one set always; at most 64."""
-    kernel_prefetch: int = 0
-    """Bytes: a micro-kernel that reads its ``B`` operand in place from a program buffer
-    (not from a packed copy), in rows further apart than its columns, prefetches at every
-    reduction point the same row's next tile of columns -- what the kernel beside it will
-    read -- when those rows take at most this many bytes (the kernel's reduction points
-    times its row of columns), so that they are still in L1 when it does. A hardware
-    prefetcher does not follow 64 short rows 2 KB apart across kernels: a batched 16 x
-    (10x64 @ 64x500), whose 2 MB of B come from L3 on every call, 15% faster on one Zen 4
-    core with 16384. 0: never."""
-    lane_chains: int = 1
-    """Sets of lane accumulators a row reduction keeps (a loop the C back end runs in vector
-    lanes: the sums of a layer norm, the dot products of a matrix-vector product). One set
-    is one vector, and each step of the loop waits for the previous add to finish (3-4
-    cycles for one vector of work); with ``n`` sets the loop takes ``n`` vectors per step,
-    one per set, and adds the sets together after it. Only loops whose body is cheap
-    (arithmetic, comparisons, selections: no ``exp``, ``tanh``, division and the like, which
-    keep the vector units busy anyway); a float sum is then grouped differently, every term
-    still once. On one Zen 4 core, 4 sets: a 64x1024 layer norm in L2 0.40 -> 0.25 ns per
-    element. 1: one set; at most 16."""
-    prefetch_writes: int = 0
-    """1: a block that works row by row (a row reduction, then the elementwise kernels over
-    the row, such as softmax or layer norm fused by ``fuse``) prefetches, for writing, the
-    row of every program buffer it writes while its first row reduction reads the row, one
-    prefetch per lane group. The output's lines then arrive while the row is reduced
-    instead of on the store misses of the row's last pass: a 4096x1024 layer norm 15%
-    faster on one Zen 4 core. 0: no."""
-
-
-@dataclass(frozen=True)
 class PassEntry:
     """One step of the pipeline: display ``name``, pass ``type`` and its typed options."""
 
@@ -183,23 +104,36 @@ class PassEntry:
 
 @dataclass(frozen=True)
 class Config:
-    """A loaded, merged and validated hardware configuration."""
+    """A loaded, merged and validated hardware configuration: the target (the hardware
+    facts of its ``target``, ``memories``, ``compute`` and ``cflags`` sections) and the
+    pipeline of passes."""
 
     name: str
-    target: str
-    memories: tuple[Memory, ...] = ()
-    compute: Compute = Compute()
-    cflags: tuple[str, ...] = ()
+    """The config's name: a shipped config's name, or the file's stem."""
+    target: Target
     passes: tuple[PassEntry, ...] = ()
     path: str = ""
     extends: tuple[str, ...] = ()
     """The files this config extends, nearest parent first."""
 
+    @property
+    def memories(self) -> tuple[Memory, ...]:
+        """Shorthand for ``target.memories``."""
+        return self.target.memories
+
+    @property
+    def compute(self) -> Compute:
+        """Shorthand for ``target.compute``."""
+        return self.target.compute
+
+    @property
+    def cflags(self) -> tuple[str, ...]:
+        """Shorthand for ``target.cflags``."""
+        return self.target.cflags
+
     def memory(self, name: str) -> Memory:
-        for m in self.memories:
-            if m.name == name:
-                return m
-        raise KeyError(name)
+        """Shorthand for ``target.memory(name)``."""
+        return self.target.memory(name)
 
 
 # locating files ------------------------------------------------------------------------------
@@ -489,8 +423,8 @@ class _Draft:
             except ValueError as e:
                 raise ConfigError(f"pass '{p.name}' ({p.type}): {e}", p.path, p.line) from e
             passes.append(PassEntry(p.name, p.type, options, p.path, p.line))
-        return Config(source.name, self.target, memories, Compute(**self.compute),
-                      self.cflags, tuple(passes), source.display, self.extends)
+        target = Target(self.target, memories, Compute(**self.compute), self.cflags)
+        return Config(source.name, target, tuple(passes), source.display, self.extends)
 
 
 def _load_draft(source: _Source, chain: tuple[str, ...]) -> _Draft:
@@ -640,7 +574,7 @@ def describe_configs() -> str:
             out.append(f"{name}: INVALID ({e})")
             continue
         parent = f" (extends {Path(cfg.extends[0]).stem})" if cfg.extends else ""
-        out.append(f"{name}: target {cfg.target}{parent}")
+        out.append(f"{name}: target {cfg.target.name}{parent}")
         mems = ", ".join(f"{m.name} {_bytes(m.size)} line {m.line}" for m in cfg.memories)
         out.append(f"    memories: {mems or '-'}")
         out.append(f"    compute: {cfg.compute.units} units, vector width "
@@ -660,6 +594,7 @@ def _bytes(n: int) -> str:
 
 
 __all__ = [
-    "Compute", "Config", "ConfigError", "Memory", "PassEntry", "cflag_ok", "check_option_type",
+    "Compute", "Config", "ConfigError", "Memory", "PassEntry", "Target", "cflag_ok",
+    "check_option_type",
     "describe_configs", "describe_passes", "list_configs", "load_config", "type_name",
 ]

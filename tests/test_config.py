@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from stripe.codegen.microkernel import AVX2
+from stripe.compiler import build_settings
 from stripe.config import (
     CONFIG_KEYS,
     ConfigError,
@@ -17,6 +20,7 @@ from stripe.config import (
 )
 from stripe.errors import StripeError
 from stripe.passes import REGISTRY, cleanup, localize
+from stripe.target import DEFAULT_CACHE_LINE, HOST, Memory, Target
 
 
 def write(tmp_path: Path, text: str, name: str = "x.yaml") -> Path:
@@ -47,7 +51,7 @@ def test_shipped_configs_load():
 
 def test_cpu_avx2_extends_cpu_generic():
     generic, avx2 = load_config("cpu_generic"), load_config("cpu_avx2")
-    assert avx2.target == "cpu_avx2"
+    assert avx2.target.name == "cpu_avx2"
     assert avx2.extends == (generic.path,)
     assert avx2.memory("L1").size == 32 * 1024
     assert avx2.memory("L2").size == 512 * 1024 and generic.memory("L2").size == 256 * 1024
@@ -132,7 +136,7 @@ passes:
   - {name: early, type: cleanup, before: first}
   - {type: scalarize}
 """))
-    assert cfg.target == "child" and cfg.extends == (str(tmp_path / "base.yaml"),)
+    assert cfg.target.name == "child" and cfg.extends == (str(tmp_path / "base.yaml"),)
     assert [(m.name, m.size) for m in cfg.memories] == [
         ("L1", 32 << 10), ("L2", 1 << 20), ("L3", 8 << 20)]
     assert (cfg.compute.units, cfg.compute.vector_width) == (4, 32)
@@ -154,6 +158,51 @@ cflags: [-O2]
     assert cfg.extends[0].endswith("cpu_avx2.yaml") and cfg.extends[1].endswith(
         "cpu_generic.yaml")
     assert cfg.memory("L2").size == 512 << 10 and cfg.cflags == ("-O2",)
+
+
+# the target -----------------------------------------------------------------------------------
+
+
+def test_the_target_holds_the_hardware_facts():
+    avx2 = load_config("cpu_avx2").target
+    assert isinstance(avx2, Target) and avx2.name == "cpu_avx2"
+    assert [m.name for m in avx2.memories] == ["L1", "L2"]
+    assert avx2.memory("L2") == Memory("L2", 512 << 10, 64)
+    assert avx2.has_memory("L1") and not avx2.has_memory("SRAM")
+    with pytest.raises(KeyError):
+        avx2.memory("SRAM")
+    assert avx2.cache_line == 64 and avx2.units == avx2.compute.units == 2
+    assert avx2.compute.vector_width == 32 and avx2.compute.kernel_chains == 8
+    assert avx2.compiler_flags == avx2.cflags and "-mavx2" in avx2.cflags
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        avx2.name = "other"  # type: ignore[misc]
+    # the config's shorthands read the same object
+    cfg = load_config("cpu_avx2")
+    assert cfg.memories is cfg.target.memories and cfg.compute is cfg.target.compute
+    assert cfg.cflags is cfg.target.cflags and cfg.memory("L1") is cfg.target.memory("L1")
+    # the same file loads to an equal target (the compile cache keys on it)
+    assert load_config("cpu_avx2").target == avx2 and repr(cfg.target) == repr(avx2)
+
+
+def test_target_lookups_and_defaults():
+    fig4 = load_config("examples/paper_fig4").target
+    assert fig4.cache_line == 8 and fig4.units == 1
+    assert Target("bare").cache_line == DEFAULT_CACHE_LINE == 64
+    assert Target("bare").compiler_flags == ("-march=native",)
+    mixed = Target("t", (Memory("A", 1024, 128), Memory("B", 64, 32)))
+    assert mixed.cache_line == 32
+
+
+def test_host_is_the_default_target():
+    """``stripe.compile`` without a config builds for HOST: -march=native, AVX2-sized
+    vectors (the back end's default SIMD unit), no memories."""
+    assert HOST.name == "host" and HOST.memories == ()
+    assert HOST.compiler_flags == ("-march=native",)
+    assert (HOST.compute.vector_width, HOST.compute.vector_registers) == (32, 16)
+    flags, vector = build_settings(HOST)
+    assert flags == ("-march=native",) and vector == AVX2
+    assert build_settings(load_config("cpu_avx2")) == build_settings(
+        load_config("cpu_avx2").target)
 
 
 # errors: one test per kind -------------------------------------------------------------------
