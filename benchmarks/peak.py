@@ -1,5 +1,5 @@
-"""The machine's float32 FMA peak, measured where the suite runs (issue 6: "percent of the
-measured FMA peak").
+"""The machine's float32 FMA peak, measured where the suite runs: the suite reports each
+workload's share of it ("% peak").
 
 A C loop of 12 independent chains of 8-lane fused multiply-adds (the 12 accumulators of the
 6x16 micro-kernel, enough to cover the FMA latency on both pipes), compiled like the

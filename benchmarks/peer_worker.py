@@ -192,7 +192,7 @@ def tvm_builder():  # type: ignore[no-untyped-def]
     # stage, and so is the filter repacked as [CO/16, KX, KY, CI, 16] (once per call, like
     # BLAS packs B; read in F's order): read in place, the filter's channels sit CO*4 bytes
     # apart from one input channel to the next, a stride at which the 512-channel layers
-    # thrash the caches (about 2x slower here).
+    # thrash the caches.
     def conv_sched(n: int, x: int, y: int, ci: int, co: int, kx: int, ky: int,
                    stride: int, pad: int):  # type: ignore[no-untyped-def]
         I = te.placeholder((n, x, y, ci), f32, name="I")

@@ -1,4 +1,4 @@
-"""The benchmark suite of issue 6: stripe against numpy (and, when present, PlaidML/TVM).
+"""The benchmark suite: stripe against numpy (and, when present, PlaidML/TVM).
 
     python -m benchmarks.run                 # every workload, 1 and 2 threads
     python -m benchmarks.run --quick         # a short smoke run (a few workloads, 3 repeats)
@@ -50,7 +50,7 @@ from benchmarks.peak import measure_fma_peak  # noqa: E402
 from benchmarks.timing import warm  # noqa: E402
 from benchmarks.workloads import QUICK, Workload, all_workloads, by_name  # noqa: E402
 
-ISSUE_PEAK_PER_CORE = 97.0  # GFLOP/s float32 FMA peak per core that issue 6 measured (Zen 3)
+ZEN3_PEAK_PER_CORE = 97.0  # GFLOP/s float32 FMA peak of one Zen 3 core, when none is measured
 TARGETS = {"stripe_avx2": "cpu_avx2", "stripe_avx512": "cpu_avx512", "stripe_none": None}
 SYSTEMS = ["numpy", "stripe_avx2", "stripe_avx512", "stripe_none"]
 OPENBLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -145,16 +145,15 @@ def worker_run(args: argparse.Namespace) -> dict:
     elif measured:
         peak, peak_source = measured, "measured"
     else:
-        peak, peak_source = (ISSUE_PEAK_PER_CORE * threads,
-                             "issue 6's Zen 3 figure (the FMA loop could not run here)")
+        peak, peak_source = (ZEN3_PEAK_PER_CORE * threads,
+                             "a Zen 3 core's figure (the FMA loop could not run here)")
     print(f"  [{threads}T] FMA peak: {measured and f'{measured:.1f}'} GFLOP/s measured; "
           f"'% peak' uses {peak:.1f} ({peak_source})", flush=True)
     systems = [s for s in args.systems.split(",") if s]
     if threads > 1 and "stripe_none" in systems and not args.none_all_threads:
         systems.remove("stripe_none")          # no passes = no `threads` tag: 1 thread anyway
     # After a call, OpenBLAS's worker threads keep spinning for about 0.1 s; a 2-thread
-    # system timed right after numpy then shares its cores with them (measured: a 1024^3
-    # stripe matmul took 39-43 ms right after numpy, 23-25 ms alone or 0.2 s later).
+    # system timed right after numpy then shares its cores with them and runs much slower.
     settle = args.settle if threads > 1 else 0.0
     root = str(Path(__file__).resolve().parent.parent)
     peer_env = dict(os.environ, PYTHONPATH=root, TVM_NUM_THREADS=str(threads))
@@ -384,7 +383,8 @@ def _time_with_peers(name: str, w: Workload, order: list[str], fns: dict, entry:
 
 MIN_CORES_WALL_S = 0.02
 """Timed calls shorter than this in total get no ``cpu_per_wall``: the process's CPU clock
-moves in steps on this VM, and 16 calls of 7 us came out at 1.6 cores on one pinned CPU."""
+moves in steps on some VMs, too coarse for a few calls of microseconds (they can come out
+at more cores than the process may use)."""
 
 
 def _cores(cpu_s: float, wall_s: float) -> float | None:
@@ -587,8 +587,8 @@ def markdown(res: dict) -> str:
              f"{m.get('numpy')}.", "",
              "'% peak' is of the float32 FMA peak of the CPUs the run used, measured at the "
              "start of each thread count's run (benchmarks/peak.py: 12 chains of 8-lane FMAs "
-             "per thread, AVX2, best of 7), unless `--peak` gave one; issue 6 measured "
-             f"{ISSUE_PEAK_PER_CORE:g} GFLOP/s per core on its Zen 3 machine.", "",
+             "per thread, AVX2, best of 7), unless `--peak` gave one (a Zen 3 core: "
+             f"{ZEN3_PEAK_PER_CORE:g} GFLOP/s).", "",
              "Ratio = numpy time / stripe time (above 1: stripe is faster). Times are the "
              "median of the repeats after warm-up; every result was checked against numpy "
              "before it was timed.", "",
@@ -715,8 +715,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-compile-times", action="store_true")
     ap.add_argument("--peak", type=float, default=0.0,
                     help="GFLOP/s per core for '%% peak' instead of the FMA peak measured at "
-                         "the start of each run (e.g. 97, issue 6's Zen 3 figure, to compare "
-                         "with tables of that machine)")
+                         "the start of each run (e.g. 97, a Zen 3 core's, to compare with "
+                         "tables of that machine)")
     ap.add_argument("--settle", type=float, default=0.25,
                     help="seconds to wait, with 2+ threads, before each call of a system "
                          "that follows another one, so the other's spinning threads are "
@@ -777,7 +777,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     res: dict = {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                 "machine": _machine(), "issue_peak_gflops_per_core": ISSUE_PEAK_PER_CORE,
+                 "machine": _machine(), "zen3_peak_gflops_per_core": ZEN3_PEAK_PER_CORE,
                  "workloads": names, "runs": [], "argv": sys.argv[1:]}
     print(f"stripe benchmarks: {len(names)} workloads, threads {threads}, "
           f"systems {args.systems}; output in {out}", flush=True)

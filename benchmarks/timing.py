@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 def warm(fn: Callable[[], object], seconds: float) -> None:
     """Call ``fn`` untimed at least once and until ``seconds`` have passed: after a pause,
-    on a shared VM, a multi-threaded program runs up to 3x slower for several calls."""
+    on a shared VM, a multi-threaded program runs slower for several calls."""
     t_end = time.perf_counter() + seconds
     fn()
     while time.perf_counter() < t_end:

@@ -1,4 +1,4 @@
-"""The benchmark workloads of issue 6: Tile source, input shapes, the natural numpy
+"""The benchmark workloads: Tile source, input shapes, the natural numpy
 composition of the same computation (both the correctness reference and the numpy system
 that is timed), the FLOP count and its formula.
 

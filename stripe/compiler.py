@@ -57,7 +57,7 @@ class Program:
     overwritten: frozenset[str] = frozenset()
     """Outputs that the program stores whole before anything reads them (see
     :func:`overwritten_outputs`): a call hands them to the C code uninitialised instead of
-    zeroed (a 16 MiB output costs about 1.5 ms of memset)."""
+    zeroed (a memset of a large output is a noticeable part of a call)."""
     fill_byte: int | None = field(default=None, repr=False)
     """Testing aid: fill those outputs with this byte instead (0xFF makes every float a NaN
     and every integer -1, which shows any element the program fails to overwrite)."""
@@ -191,8 +191,8 @@ class Program:
         input or another output: the program writes them in place (no allocation per call,
         so no page faults on a fresh 16 MiB buffer) and they are returned. The others are
         allocated as by a plain call. The common call runs through code written out for
-        this program (see ``_fast_path``): about 1.7 us over the C on one Zen 4 core with
-        two inputs and an output given in ``out``."""
+        this program (see ``_fast_path``), so that the call's Python side stays small
+        next to the C of small programs."""
         if self._missing:
             raise StripeError(f"this program was compiled for {', '.join(self._missing)}, "
                               f"which this CPU does not have (flags {' '.join(self.flags)}); "
@@ -461,8 +461,8 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
 
 # the compile cache ---------------------------------------------------------------------------
 #
-# Running the passes (the autotile search above all) costs 50-400 ms, more than lowering,
-# emitting and loading a cached module together. So the C program a pipeline produced is
+# Running the passes (the autotile search above all) costs more than lowering, emitting and
+# loading a cached module together. So the C program a pipeline produced is
 # kept, keyed by everything it depends on: the lowered program's text (the Tile source and
 # the input shapes), the resolved config (every option of every pass, cflags, compute), the
 # verify flag, and a hash of stripe's own source files (a changed pass is a new key). A

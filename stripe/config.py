@@ -214,8 +214,8 @@ def load_config(target: str | os.PathLike[str]) -> Config:
 # YAML nodes with their lines -----------------------------------------------------------------
 
 _CONSTRUCTOR = SafeConstructor()
-# libyaml's parser when PyYAML was built with it (the same nodes and line marks, about 10x
-# faster: the shipped configs took 15-20 ms to parse in pure Python, most of a warm compile)
+# libyaml's parser when PyYAML was built with it (the same nodes and line marks, several times
+# faster: parsing the shipped configs in pure Python would be most of a warm compile)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TOP = "the config"
 

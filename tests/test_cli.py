@@ -97,8 +97,7 @@ def test_run_with_a_target_dumps_every_pass(tmp_path, capsys):
 def test_compile_dumps_the_c_that_the_library_builds(target, tmp_path, capsys):
     """`stripe compile --target T` writes the C that `stripe.compile(..., target=T)` runs:
     the same flags and the config's SIMD settings (vector width, kernel unrolling, prefetch
-    distances, FMA chains). Until the twelfth session the command line emitted with the
-    default settings, so its kernel.c differed from the library's."""
+    distances, FMA chains), not the default settings."""
     import numpy as np
 
     import stripe
