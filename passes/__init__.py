@@ -1,8 +1,10 @@
 """The pass pool (``stripe.passes``) and its registry.
 
-Every module of this package except the infrastructure (``manager``, ``select`` and names
-starting with ``_``) is a pass, and the registry is built from those modules when the package
-is imported: there is no list to keep in step. A pass module provides
+Every module of this package except the infrastructure (``manager``, ``select``, the
+transforms library ``transforms`` and names starting with ``_``) is a pass, and the registry
+is built from those modules when the package is imported: there is no list to keep in step.
+A pass module imports the transforms library and the infrastructure, never another pass
+module (``tests/test_layers.py``). A pass module provides
 
 * ``NAME: str`` -- the pass type written in YAML configs; it must equal the module name;
 * ``Options`` -- a frozen dataclass whose fields are the YAML option keys, each with a type
@@ -39,8 +41,8 @@ from typing import Any
 
 from stripe.ir import Block
 
-INFRASTRUCTURE = frozenset({"manager", "select"})
-"""Modules of this package that are not passes."""
+INFRASTRUCTURE = frozenset({"manager", "select", "transforms"})
+"""Modules (and the library package) of this package that are not passes."""
 
 
 @dataclass(frozen=True)

@@ -86,14 +86,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
-
 from stripe import poly
-from stripe.affine import Affine
-from stripe.ir import Block, Index, LoadIndex, Location, Refinement, Statement, TensorShape
+from stripe.ir import Block, Refinement
 from stripe.poly import Box
 
 from .select import Selection, Site, rewrite
+from .transforms.footprint import box_runs, cache_lines
+from .transforms.layout import reduction_indexes
+from .transforms.parts import choose_parts, splittable
+from .transforms.stencils import best_match, parse_stencil
+from .transforms.tile import apply_tile, full_tile
 
 NAME = "autotile"
 
@@ -244,8 +246,6 @@ class Options(Selection):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.stencils:
-            from .stencil import parse_stencil  # stencil builds on this module
-
             for text in self.stencils:
                 parse_stencil(text)
 
@@ -345,7 +345,7 @@ def tile_cost(block: Block, tile: Mapping[str, int], options: Options, *,
               ancestors: Sequence[Block] = ()) -> TileCost:
     """The cost of tiling ``block`` by ``tile`` (index name -> size; missing names keep
     their whole range, passed-in indexes are never split) under ``options``."""
-    sizes = _full_tile(block, tile)
+    sizes = full_tile(block, tile)
     counts = {n: math.ceil(block.idx(n).range / t) for n, t in sizes.items()}
     refs = tuple(_ref_cost(block, r.into, _relevant_sizes(block, r.into, sizes),
                            tuple(ancestors), options.cache_width)
@@ -372,8 +372,6 @@ def unit_imbalance(block: Block, sizes: Mapping[str, int], options: Options) -> 
     balanced or when the term is off (see ``Options.units``)."""
     if options.units < 2 or block.work < options.units_min_work:
         return 1.0
-    from .partition_compute import choose_parts, splittable  # it builds on this module
-
     sizes = dict(sizes)
     if all(t >= block.idx(n).range for n, t in sizes.items() if not block.idx(n).is_passed_in):
         # left whole: the threads pass shares the block's own points
@@ -429,24 +427,10 @@ def choose_tile(block: Block, options: Options, *,
     return best
 
 
-def _full_tile(block: Block, tile: Mapping[str, int]) -> dict[str, int]:
-    """A size for every index, in index order: passed-in 1, unnamed the whole range."""
-    unknown = set(tile) - set(block.idx_names)
-    if unknown:
-        raise ValueError(f"tile names unknown indexes: {', '.join(sorted(unknown))}")
-    out = {}
-    for idx in block.idxs:
-        t = 1 if idx.is_passed_in else tile.get(idx.name, idx.range)
-        if not 1 <= t <= idx.range:
-            raise ValueError(f"tile size of {idx.name} must be in [1, {idx.range}], got {t}")
-        out[idx.name] = t
-    return out
-
-
 def _free_indexes(block: Block, options: Options) -> tuple[str, ...]:
     """The indexes the search may split: not passed in, range > 1, and (unless
     ``acc_idxs``) used by some view the block writes."""
-    reductions = _reduction_indexes(block)
+    reductions = reduction_indexes(block)
     return tuple(i.name for i in block.idxs
                  if not i.is_passed_in and i.range > max(1, options.min_split_range)
                  and (options.acc_idxs or i.name not in reductions))
@@ -457,8 +441,6 @@ def stencil_alignment(block: Block, stencils: Sequence[str]) -> dict[str, int]:
     the cheapest of ``stencils`` that matches ``block`` with padding; empty if none does)."""
     if not stencils:
         return {}
-    from .stencil import best_match, parse_stencil
-
     match = best_match(block, [parse_stencil(t) for t in stencils], allow_pad=True)
     if match is None:
         return {}
@@ -544,34 +526,13 @@ def _ref_cost(block: Block, ref: str, relevant: tuple[tuple[str, int], ...],
     else:
         counts = {n: math.ceil(block.idx(n).range / t) for n, t in sizes.items()}
         bases = _origin_residues(block, r, box, sizes, counts, width)
-        lines = _cache_lines(box.extent, r.shape.strides, r.dtype.itemsize,
+        lines = cache_lines(box.extent, r.shape.strides, r.dtype.itemsize,
                              tuple(sorted(bases.items())), width)
-    reductions = _reduction_indexes(block)
+    reductions = reduction_indexes(block)
     rows = math.prod(e for e, st, a in zip(box.extent, r.shape.strides, r.access)
                      if abs(st) != 1 and reductions.intersection(a.vars()))
     return RefCost(ref, box, nbytes, lines, r.dir.reads, r.dir.writes, rows,
                    box_runs(box.extent, r.shape.strides))
-
-
-def box_runs(extent: tuple[int, ...], strides: tuple[int, ...]) -> int:
-    """Contiguous runs of a box of ``extent`` laid out with ``strides``: the dimensions of
-    the smallest dense strides form one run, the others repeat it."""
-    dims = sorted((abs(s), e) for s, e in zip(strides, extent) if e > 1)
-    run = 1
-    while dims and dims[0][0] == run:
-        run *= dims.pop(0)[1]
-    return math.prod(e for _, e in dims)
-
-
-@lru_cache(maxsize=1 << 12)
-def _reduction_indexes(block: Block) -> frozenset[str]:
-    """The indexes of ``block`` that no view it writes uses (its reductions)."""
-    written: set[str] = set()
-    for r in block.refs:
-        if r.dir.writes:
-            for a in r.access:
-                written.update(a.vars())
-    return frozenset(i.name for i in block.idxs if i.name not in written)
 
 
 def _tile_box(block: Block, r: Refinement, sizes: Mapping[str, int],
@@ -653,265 +614,5 @@ def _convolve(a: dict[int, float], b: dict[int, float], width: int) -> dict[int,
     return out
 
 
-@lru_cache(maxsize=1 << 14)
-def box_lines(extent: tuple[int, ...], strides: tuple[int, ...], isz: int,
-              width: int) -> float:
-    """Lines of ``width`` bytes covered by a box of ``extent`` laid out with ``strides``
-    (elements of ``isz`` bytes) that starts at a line boundary."""
-    return _cache_lines(tuple(extent), tuple(strides), isz, ((0, 1.0),), width)
-
-
-def _cache_lines(extent: tuple[int, ...], strides: tuple[int, ...], isz: int,
-                 bases: tuple[tuple[int, float], ...], width: int) -> float:
-    """Expected distinct lines of ``width`` bytes covered by a box of ``extent`` laid out
-    with ``strides`` (elements of ``isz`` bytes), its first element at byte ``b`` of a line
-    with probability ``w`` for each ``(b, w)`` of ``bases``.
-
-    Exact up to ``_RUNS_EXACT`` contiguous runs. A larger box is counted on a slab of it
-    (its outermost dimensions cut short) and scaled up by the slabs it holds: exact when
-    slabs share no line, which the outer strides of a large box make the rule."""
-    dims = sorted((abs(s), e) for s, e in zip(strides, extent) if e > 1)
-    run = 1  # elements of the contiguous run made by the smallest dense strides
-    while dims and dims[0][0] == run:
-        run *= dims.pop(0)[1]
-    scale = 1.0
-    while dims and math.prod(e for _, e in dims) > _RUNS_EXACT:
-        stride, size = dims.pop()
-        keep = _RUNS_EXACT // max(1, math.prod(e for _, e in dims))
-        scale *= size / max(keep, 1)
-        if keep > 1:
-            dims.append((stride, keep))
-    starts = np.zeros(1, dtype=np.int64)
-    for stride, size in dims:
-        starts = (starts[:, None] + stride * np.arange(size, dtype=np.int64)).reshape(-1)
-    return scale * _expected_lines(np.sort(starts * isz), bases, run * isz, width)
-
-
-def _expected_lines(starts: np.ndarray, bases: tuple[tuple[int, float], ...], nbytes: int,
-                    width: int) -> float:
-    """Distinct lines covered by the byte ranges ``[b + s, b + s + nbytes)`` (``starts``
-    sorted), averaged over the bases ``b`` with weights ``w`` of ``bases`` (all at once)."""
-    offsets = np.array([b for b, _ in bases], dtype=np.int64)[:, None] + starts[None, :]
-    first = offsets // width
-    last = (offsets + nbytes - 1) // width
-    reach = np.maximum.accumulate(last, axis=1)
-    prev = np.concatenate((first[:, :1] - 1, reach[:, :-1]), axis=1)
-    lines = np.maximum(0, last - np.maximum(first, prev + 1) + 1).sum(axis=1)
-    return float(sum(w * int(n) for (_, w), n in zip(bases, lines)))
-
-
-# the rewrite ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Split:
-    """How one index splits: value = ``step * outer + stride * inner``."""
-
-    idx: Index
-    outer: int  # outer range
-    inner: int  # inner range
-    step: int
-    stride: int
-
-    @staticmethod
-    def of(idx: Index, t: int, flip: bool) -> _Split:
-        if idx.is_passed_in:
-            return _Split(idx, idx.range, 1, 1, 0)
-        count = math.ceil(idx.range / t)
-        if flip:
-            outer = math.ceil(idx.range / count)
-            return _Split(idx, outer, count, 1, outer)
-        return _Split(idx, count, t, t, 1)
-
-    @property
-    def overflows(self) -> bool:
-        return self.outer * self.inner > self.idx.range
-
-
-def fresh_cuts(block: Block, tile: Mapping[str, int], flip: bool = False) -> dict[str, list[str]]:
-    """Fresh view -> the indexes that tiling ``block`` by ``tile`` would move to the outer
-    block although the view is not accessed by them. A fresh view's instance is one run of
-    the whole block: the tiles may split only the indexes it is accessed by, so that each
-    inner instance owns its elements. Passed-in indexes always move out (one value per
-    inner instance), so a block whose passed-in index of range > 1 is missing from a fresh
-    view's access cannot be tiled at all."""
-    sizes = _full_tile(block, tile)
-    splits = [_Split.of(i, sizes[i.name], flip) for i in block.idxs]
-    out = {}
-    for r in block.refs:
-        cut = [s.idx.name for s in splits if s.outer > 1
-               and not any(s.idx.name in a.vars() for a in r.access)]
-        if r.fresh and cut:
-            out[r.into] = cut
-    return out
-
-
-def apply_tile(block: Block, tile: Mapping[str, int], *, ancestors: Sequence[Block] = (),
-               flip: bool = False, outer_set: Sequence[str] = (),
-               inner_set: Sequence[str] = (), clear_outer: bool = False) -> Block:
-    """Rewrite ``block`` into an outer block over tiles holding an inner block over one tile
-    (see the module docstring). ``tile`` maps index names to sizes (missing: whole range;
-    passed-in indexes are never split). ``ancestors`` (outermost first, ending at the
-    parent) make the footprints exact under the enclosing constraints."""
-    sizes = _full_tile(block, tile)
-    splits = [_Split.of(i, sizes[i.name], flip) for i in block.idxs]
-    cuts = fresh_cuts(block, tile, flip)
-    if cuts:
-        name, cut = next(iter(cuts.items()))
-        raise ValueError(f"tiling {', '.join(cut)} would split the reduction into fresh "
-                         f"view '{name}' of block '{block.name}' among several instances")
-    passthru = _passthru_names(block, splits)
-    values = _inner_values(splits, passthru)
-    inner = Block(
-        name=f"{block.name}_inner" if block.name else "",
-        idxs=_inner_idxs(splits, passthru),
-        constraints=tuple(c.substitute(values) for c in block.constraints)
-        + tuple(_overflow(s, values) for s in splits if s.overflows),
-        refs=tuple(r if r.is_alloc else _relative_view(r, splits, ()) for r in block.refs),
-        stmts=tuple(_substitute_stmt(s, values) for s in block.stmts),
-        tags=frozenset(inner_set),
-        location=_substitute_location(block.location, values),
-    )
-    outer = Block(
-        name=block.name,
-        comments=block.comments,
-        idxs=tuple(_outer_idx(s) for s in splits if s.idx.is_passed_in or s.outer > 1),
-        refs=tuple(_origin_view(r, splits, ()) for r in block.refs if not r.is_alloc),
-        stmts=(inner,),
-        tags=(frozenset() if clear_outer else block.tags) | frozenset(outer_set),
-        location=_substitute_location(block.location, _outer_values(splits)),
-    )
-    boxes = {r.into: _footprint(block, inner, outer, r, sizes, flip, tuple(ancestors))
-             for r in block.refs if not r.is_alloc}
-    return outer.replace(
-        refs=tuple(_origin_view(r, splits, boxes[r.into]) for r in block.refs
-                   if not r.is_alloc),
-        stmts=(inner.replace(refs=tuple(
-            r if r.is_alloc else _relative_view(r, splits, boxes[r.into]) for r in block.refs)),),
-    )
-
-
-def _footprint(block: Block, inner: Block, outer: Block, r: Refinement, sizes: dict[str, int],
-               flip: bool, ancestors: tuple[Block, ...]) -> Box:
-    """The box one tile touches, relative to the tile origin (the outer view's origin before
-    adding the box's low corner). Untouched views keep their size at offset 0."""
-    if flip:
-        # interleaved tiles are not boxes of the original index space: measure the inner
-        # block (its views still at offset 0) in the context of the outer block
-        box = poly.footprint(inner, r.into, ancestors=ancestors + (outer,))
-    else:
-        box = poly.tile_footprint(block, r.into, sizes, ancestors=ancestors)
-    return box if box is not None else Box((0,) * r.shape.rank, r.shape.sizes)
-
-
-def _passthru_names(block: Block, splits: Sequence[_Split]) -> dict[str, str]:
-    """Split index -> name of the passed-in index carrying its tile origin, for the split
-    indexes whose original value the inner block needs."""
-    used = _index_uses(block)
-    taken = set(block.idx_names)
-    out: dict[str, str] = {}
-    for s in splits:
-        name = s.idx.name
-        if s.idx.is_passed_in or s.outer == 1 or not (s.overflows or name in used):
-            continue
-        k = 0
-        while f"{name}_{k}" in taken:
-            k += 1
-        out[name] = f"{name}_{k}"
-        taken.add(out[name])
-    return out
-
-
-def _index_uses(block: Block) -> set[str]:
-    """Index names whose value (not just an offset into a view) the block needs."""
-    used: set[str] = set(block.location.bank.vars())
-    for c in block.constraints:
-        used.update(c.vars())
-    for s in block.stmts:
-        if isinstance(s, LoadIndex):
-            used.update(s.from_.vars())
-        elif isinstance(s, Block):
-            for i in s.idxs:
-                used.update(i.affine.vars())
-    return used
-
-
-def _inner_values(splits: Sequence[_Split], passthru: Mapping[str, str]) -> dict[str, Affine]:
-    """Original index value in the inner block's names: ``n_0 + stride*n``."""
-    out = {}
-    for s in splits:
-        if s.idx.is_passed_in:
-            continue
-        name = s.idx.name
-        origin = Affine.of(passthru[name]) if name in passthru else Affine()
-        out[name] = origin + s.stride * Affine.of(name)
-    return out
-
-
-def _outer_values(splits: Sequence[_Split]) -> dict[str, Affine]:
-    """Original index value at the tile origin, in the outer block's names."""
-    return {s.idx.name: s.step * Affine.of(s.idx.name) if s.outer > 1 else Affine()
-            for s in splits if not s.idx.is_passed_in}
-
-
-def _inner_idxs(splits: Sequence[_Split], passthru: Mapping[str, str]) -> tuple[Index, ...]:
-    idxs = [Index(s.idx.name, 1, Affine.of(s.idx.name), s.idx.tags) if s.idx.is_passed_in
-            else Index(s.idx.name, s.inner, tags=s.idx.tags) for s in splits]
-    for s in splits:
-        if s.idx.name in passthru:
-            idxs.append(Index(passthru[s.idx.name], 1, s.step * Affine.of(s.idx.name)))
-    return tuple(idxs)
-
-
-def _outer_idx(s: _Split) -> Index:
-    return s.idx if s.idx.is_passed_in else Index(s.idx.name, s.outer, tags=s.idx.tags)
-
-
-def _overflow(s: _Split, values: Mapping[str, Affine]) -> Affine:
-    """``(r - 1) - value >= 0``: the points of an overflowing tile past the range."""
-    return (s.idx.range - 1) - values[s.idx.name]
-
-
-def _origin_view(r: Refinement, splits: Sequence[_Split], box: Box | tuple[()]) -> Refinement:
-    """The outer view: the tile origin's access plus the box's low corner, sized to it."""
-    values = _outer_values(splits)
-    lo = box.lo if isinstance(box, Box) else (0,) * r.shape.rank
-    access = tuple(a.substitute(values) + k for a, k in zip(r.access, lo))
-    shape = r.shape if not isinstance(box, Box) else r.shape.with_sizes(box.extent)
-    return _view(r, r.from_, access, shape)
-
-
-def _relative_view(r: Refinement, splits: Sequence[_Split],
-                   box: Box | tuple[()]) -> Refinement:
-    """The inner view of the outer view: the access minus the tile origin and low corner."""
-    rel = {s.idx.name: Affine() if s.idx.is_passed_in else s.stride * Affine.of(s.idx.name)
-           for s in splits}
-    lo = box.lo if isinstance(box, Box) else (0,) * r.shape.rank
-    access = tuple(Affine(a.terms).substitute(rel) - k for a, k in zip(r.access, lo))
-    return _view(r, r.into, access, r.shape, r.fresh)
-
-
-def _view(r: Refinement, from_: str, access: tuple[Affine, ...],
-          shape: TensorShape, fresh: bool = False) -> Refinement:
-    """A view like ``r``; only the inner block's view stays fresh (its instances own their
-    elements; the outer block passes the view down to it)."""
-    return Refinement(r.dir, from_, r.into, access, shape, r.agg_op, r.location, r.offset,
-                      r.is_const, r.tags, fresh)
-
-
-def _substitute_stmt(s: Statement, values: Mapping[str, Affine]) -> Statement:
-    if isinstance(s, LoadIndex):
-        return LoadIndex(s.from_.substitute(values), s.into, s.tags)
-    if isinstance(s, Block):
-        idxs = tuple(Index(i.name, i.range, i.affine.substitute(values), i.tags)
-                     for i in s.idxs)
-        return s.replace(idxs=idxs)
-    return s
-
-
-def _substitute_location(loc: Location, values: Mapping[str, Affine]) -> Location:
-    return loc if loc.bank.is_const else Location(loc.name, loc.bank.substitute(values))
-
-
-__all__ = ["NAME", "Options", "RefCost", "TileCost", "apply_tile", "choose_tile", "run",
+__all__ = ["NAME", "Options", "RefCost", "TileCost", "choose_tile", "run", "stencil_alignment",
            "tile_cost", "unit_imbalance"]

@@ -66,8 +66,8 @@ from stripe.affine import Affine
 from stripe.ir import Block, Index, Statement
 from stripe.poly import Level
 
-from .cleanup import substitute_indexes
 from .select import Selection, Site, rewrite
+from .transforms.substitute import substitute_indexes
 
 NAME = "boundary"
 

@@ -76,7 +76,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-
 from stripe import poly, tags
 from stripe.affine import Affine
 from stripe.ir import (
@@ -94,10 +93,13 @@ from stripe.ir import (
     Store,
     TensorDim,
     TensorShape,
-    with_field,
     agg_identity,
+    with_field,
 )
-from stripe.passes.select import ALL, Selection, Site, rewrite
+
+from .select import ALL, Selection, Site, rewrite
+from .transforms.layout import restride_below
+from .transforms.names import fresh_name
 
 NAME = "cache"
 
@@ -223,14 +225,6 @@ def _cache_block(child: Block, parent: Block, ancestors: tuple[Block, ...],
     return before, new, after, allocs
 
 
-def fresh_name(base: str, taken: set[str]) -> str:
-    """``base``, or ``base_1``, ``base_2``, ... : the first not in ``taken``."""
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    return name
-
-
 # legality ------------------------------------------------------------------------------------
 
 
@@ -260,29 +254,6 @@ def _cacheable(child: Block, r: Refinement, parent: Block, ancestors: tuple[Bloc
     if options.min_reuse and child.work < options.min_reuse * box.elem_count:
         return None
     return box
-
-
-def reduction_is_unit_stride(child: Block, r: Refinement) -> bool:
-    """Does the innermost reduction index of ``child`` (the last index that no written view
-    uses) walk ``r`` with unit stride? A kernel then reads the view along its rows, never
-    down a column, and row padding gains nothing."""
-    written = {v for o in child.refs if o.dir.writes for a in o.access for v in a.vars()}
-    red = [ix.name for ix in child.idxs if not ix.is_passed_in and ix.name not in written]
-    if not red:
-        return False
-    return sum(a.coeff(red[-1]) * st for a, st in zip(r.access, r.shape.strides)) == 1
-
-
-def contiguous(src: Refinement, extent: tuple[int, ...], alias_bytes: int) -> bool:
-    """Is a box of ``extent`` (of the buffer ``src`` views) one dense run of memory, with no
-    stride of its dimensions past the innermost a multiple of ``alias_bytes`` bytes?"""
-    dims = sorted((st, n) for st, n in zip(src.shape.strides, extent) if n > 1)
-    expected = 1
-    for st, n in dims:
-        if st != expected or (st > 1 and st * src.dtype.itemsize % alias_bytes == 0):
-            return False
-        expected = st * n
-    return True
 
 
 def _written_fresh(child: Block, r: Refinement) -> bool:
@@ -342,21 +313,6 @@ def _repoint(child: Block, r: Refinement, name: str, box: poly.Box,
     new = with_field(r, from_=name, access=access, shape=r.shape.with_strides(strides))
     refs = tuple(new if o.into == r.into else o for o in child.refs)
     return restride_below(child.replace(refs=refs), r.into, strides)
-
-
-def restride_below(block: Block, name: str, strides: tuple[int, ...]) -> Block:
-    """``block`` whose descendants' views of ``name`` (and of those views) take ``strides``."""
-    stmts = []
-    for s in block.stmts:
-        if isinstance(s, Block):
-            for v in s.refs:
-                if v.from_ == name:
-                    s = s.replace(refs=tuple(
-                        with_field(o, shape=o.shape.with_strides(strides)) if o is v else o
-                        for o in s.refs))
-                    s = restride_below(s, v.into, strides)
-        stmts.append(s)
-    return block.replace(stmts=tuple(stmts))
 
 
 def _fresh_idxs(extent: tuple[int, ...], taken: set[str]) -> tuple[Index, ...]:
@@ -501,4 +457,4 @@ def _fill(child: Block, r: Refinement, local: str, shape: TensorShape) -> Block:
                  tags=frozenset({CACHE_INIT}))
 
 
-__all__ = ["CACHE_IN", "CACHE_INIT", "CACHE_OUT", "NAME", "Options", "fresh_name", "run"]
+__all__ = ["CACHE_IN", "CACHE_INIT", "CACHE_OUT", "NAME", "Options", "run"]

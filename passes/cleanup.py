@@ -37,7 +37,7 @@ Tags set: none.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -54,16 +54,15 @@ from stripe.ir import (
     Intrinsic,
     Load,
     LoadIndex,
-    Location,
     RefDir,
     Refinement,
     Special,
     Statement,
     Store,
-    with_field,
 )
 
 from .select import Selection, Site, rewrite
+from .transforms.substitute import substitute_indexes
 
 NAME = "cleanup"
 
@@ -236,33 +235,6 @@ def _index_uses(block: Block) -> set[str]:
     return {n for a in affines for n in a.vars()}
 
 
-def substitute_indexes(block: Block, values: Mapping[str, Affine]) -> Block:
-    """Replace index names by affines everywhere ``block``'s own index names appear (its
-    constraints, views and their banks, its own bank, index loads and its children's
-    passed-in affines); constraints that become always true are dropped."""
-    def at(loc: Location) -> Location:
-        return loc if loc.bank.is_const else Location(loc.name, loc.bank.substitute(values))
-
-    cons = []
-    for c in block.constraints:
-        c = c.substitute(values)
-        if not (c.is_const and c.const >= 0):
-            cons.append(c)
-    refs = tuple(with_field(r, access=tuple(a.substitute(values) for a in r.access),
-                            location=at(r.location))
-                 for r in block.refs)
-    stmts: list[Statement] = []
-    for s in block.stmts:
-        if isinstance(s, LoadIndex):
-            s = with_field(s, from_=s.from_.substitute(values))
-        elif isinstance(s, Block):
-            s = s.replace(idxs=tuple(with_field(i, affine=i.affine.substitute(values))
-                                     for i in s.idxs))
-        stmts.append(s)
-    return block.replace(constraints=tuple(cons), refs=refs, stmts=tuple(stmts),
-                         location=at(block.location))
-
-
 # dead blocks and scalars ---------------------------------------------------------------------
 
 
@@ -336,4 +308,4 @@ def _must_keep(block: Block, r: Refinement, site: Site) -> bool:
     return False
 
 
-__all__ = ["NAME", "Options", "run", "substitute_indexes"]
+__all__ = ["NAME", "Options", "run"]

@@ -91,8 +91,10 @@ from stripe.ir import (
     with_field,
 )
 
-from .autotile import box_lines
 from .select import ALL, Selection, Site, rewrite, statement_uses
+from .transforms.footprint import box_lines
+from .transforms.names import fresh_name
+from .transforms.substitute import substitute_indexes
 
 NAME = "fuse"
 
@@ -400,14 +402,6 @@ def _maps_valid(k: Block, maps: Mapping[str, _Map], fidxs: Sequence[Index],
 # members inside the fused block --------------------------------------------------------------
 
 
-def _fresh(name: str, taken: set[str]) -> str:
-    n = 0
-    while f"{name}_{n}" in taken:
-        n += 1
-    taken.add(f"{name}_{n}")
-    return f"{name}_{n}"
-
-
 class _Member(NamedTuple):
     block: Block                              # the member inside F, views relative to F's
     fparts: dict[str, tuple[Affine, ...]]     # per view: the part of its access F carries
@@ -423,11 +417,12 @@ def _place_member(k: Block, maps: Mapping[str, _Map], ranges: Mapping[str, int])
         if m.coef == 1:
             carried[x] = Index(x, 1, origin, k.idx(x).tags)
         else:
-            carried[x] = Index(_fresh(x, taken), 1, origin)
+            carried[x] = Index(fresh_name(x, taken, start=0, bare=False), 1, origin)
+            taken.add(carried[x].name)
             value[x] = Affine.of(carried[x].name) + x
-    cons = [c.substitute(value) for c in k.constraints]
-    cons += _range_constraints(k, maps, ranges, value)
-    stmts = tuple(_substitute_stmt(s, value) for s in k.stmts)
+    body = substitute_indexes(k.replace(refs=()), value)  # the views follow F's (below)
+    cons = list(body.constraints) + _range_constraints(k, maps, ranges, value)
+    stmts = body.stmts
     needed = _names_needed(cons, stmts)
     idxs: list[Index] = []
     for idx in k.idxs:
@@ -454,17 +449,6 @@ def _range_constraints(k: Block, maps: Mapping[str, _Map], ranges: Mapping[str, 
         if m.const + m.coef * ranges[m.f] > k.idx(x).range:
             out.append(k.idx(x).range - 1 - v)
     return out
-
-
-def _substitute_stmt(s: Statement, value: Mapping[str, Affine]) -> Statement:
-    if not value:
-        return s
-    if isinstance(s, LoadIndex):
-        return with_field(s, from_=s.from_.substitute(value))
-    if isinstance(s, Block):
-        return s.replace(idxs=tuple(with_field(i, affine=i.affine.substitute(value))
-                                    for i in s.idxs))
-    return s
 
 
 def _names_needed(cons: Sequence[Affine], stmts: Sequence[Statement]) -> set[str]:
@@ -687,11 +671,13 @@ def _inline(k: Block, views: Mapping[str, Refinement],
     if not _inlinable(k, views):
         return None
     refs = {r.into: r.from_ for r in k.refs}
-    values = {i.name: i.affine for i in k.idxs}
+    # k's single point: its index values (in F's names) go into its index loads and its
+    # children's passed-in affines
+    k = substitute_indexes(k, {i.name: i.affine for i in k.idxs})
     names: dict[str, str] = {}
 
     def define(x: str) -> str:
-        names[x] = _fresh(x, scalars) if x in scalars else x
+        names[x] = fresh_name(x, scalars, start=0)
         scalars.add(names[x])
         return names[x]
 
@@ -702,7 +688,7 @@ def _inline(k: Block, views: Mapping[str, Refinement],
         elif isinstance(s, Store):
             s = Store(names.get(s.from_, s.from_), refs[s.into], s.tags)
         elif isinstance(s, LoadIndex):
-            s = LoadIndex(s.from_.substitute(values), define(s.into), s.tags)
+            s = LoadIndex(s.from_, define(s.into), s.tags)
         elif isinstance(s, Constant):
             s = Constant(define(s.name), s.value, s.dtype, s.tags)
         elif isinstance(s, Intrinsic):
@@ -712,16 +698,15 @@ def _inline(k: Block, views: Mapping[str, Refinement],
             s = with_field(s, inputs=tuple(refs[x] for x in s.inputs),
                            outputs=tuple(refs[x] for x in s.outputs))
         elif isinstance(s, Block):
-            s = _reparent(s, refs, values)
+            s = _reparent(s, refs)
         out.append(s)
     return out
 
 
-def _reparent(s: Block, refs: Mapping[str, str], values: Mapping[str, Affine]) -> Block:
-    """A child of an inlined member, as a child of F."""
-    idxs = tuple(with_field(i, affine=i.affine.substitute(values)) for i in s.idxs)
+def _reparent(s: Block, refs: Mapping[str, str]) -> Block:
+    """A child of an inlined member, as a child of F (its views of F's buffers)."""
     views = tuple(r if r.is_alloc else with_field(r, from_=refs[r.from_]) for r in s.refs)
-    return s.replace(idxs=idxs, refs=views)
+    return s.replace(refs=views)
 
 
 __all__ = ["NAME", "Options", "run"]

@@ -57,8 +57,9 @@ from dataclasses import dataclass
 from stripe.affine import Affine
 from stripe.ir import Block, Index, RefDir, Refinement, Statement, with_field
 
-from .cache import contiguous, reduction_is_unit_stride, restride_below
 from .select import Selection, Site, rewrite, statement_uses
+from .transforms.layout import contiguous, reduction_is_unit_stride, restride_below
+from .transforms.parts import choose_parts
 
 NAME = "hoist"
 
@@ -105,7 +106,7 @@ class Options(Selection):
     statements that read its buffer read its source in place, when the copied box is one
     dense run of the source with no outer stride (bytes) a multiple of this value, and the
     innermost reduction index of every reader walks it with unit stride
-    (``cache.contiguous`` and ``cache.reduction_is_unit_stride``). A copy done once per
+    (``transforms.layout.contiguous`` and ``reduction_is_unit_stride``). A copy done once per
     point stays: it costs little, and its padded rows may serve the kernel better (see
     docs/pass_hoist.md). 4096 suits a 32 KiB 8-way L1."""
 
@@ -242,8 +243,6 @@ def _parts(kept: list[Index], shared: set[str], units: int) -> dict[str, int]:
     ranges = {i.name: i.range for i in kept if i.name in shared and i.range > 1}
     if units < 2 or not ranges:
         return {}
-    from .partition_compute import choose_parts  # it builds on autotile, as this pass does
-
     return choose_parts(ranges, units)
 
 

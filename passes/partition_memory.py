@@ -46,7 +46,8 @@ from stripe import poly, tags
 from stripe.affine import Affine
 from stripe.ir import Block, Index, Location, Refinement
 
-from .partition_compute import (
+from .select import Site, rewrite
+from .transforms.parts import (
     UnitSplit,
     plan,
     split_units,
@@ -54,7 +55,6 @@ from .partition_compute import (
     with_unit_index,
     written_views,
 )
-from .select import Site, rewrite
 
 NAME = "partition_memory"
 

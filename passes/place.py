@@ -32,14 +32,15 @@ Tags read: ``reqs``/``exclude`` (the blocks whose buffers are placed). Tags set:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stripe import tags
 from stripe.errors import IRError
-from stripe.ir import Block, Load, Refinement, Special, Statement, Store, with_field
+from stripe.ir import Block, Refinement, with_field
 
 from .select import Selection, Site, block_label, rewrite
+from .transforms.placement import align_up, lifetimes
 
 NAME = "place"
 PEAK_TAG = tags.PEAK_TAG
@@ -98,34 +99,6 @@ class Item:
 
     def meets(self, other: Item) -> bool:
         return self.first <= other.last and other.first <= self.last
-
-
-def stmt_names(stmt: Statement) -> frozenset[str]:
-    """The refinements of the enclosing block that ``stmt`` touches."""
-    if isinstance(stmt, Load):
-        return frozenset((stmt.from_,))
-    if isinstance(stmt, Store):
-        return frozenset((stmt.into,))
-    if isinstance(stmt, Special):
-        return frozenset(stmt.inputs + stmt.outputs)
-    if isinstance(stmt, Block):
-        return frozenset(r.from_ for r in stmt.refs if r.from_)
-    return frozenset()
-
-
-def lifetimes(block: Block, names: Iterable[str]) -> dict[str, tuple[int, int]]:
-    """``name -> (first, last)`` statement positions touching it (whole block if none)."""
-    uses: dict[str, list[int]] = {n: [] for n in names}
-    for k, s in enumerate(block.stmts):
-        for n in stmt_names(s):
-            if n in uses:
-                uses[n].append(k)
-    whole = (0, max(len(block.stmts) - 1, 0))
-    return {n: (min(ks), max(ks)) if ks else whole for n, ks in uses.items()}
-
-
-def align_up(value: int, alignment: int) -> int:
-    return -(-value // alignment) * alignment
 
 
 def first_fit(items: Sequence[Item], alignment: int,
@@ -278,4 +251,4 @@ def _collect(block: Block, path: str, out: list[PlacedBuffer]) -> None:
 
 
 __all__ = ["NAME", "Options", "PEAK_TAG", "PlacementError", "PlacementReport", "placement_report",
-           "run", "first_fit", "lifetimes"]
+           "run", "first_fit"]

@@ -58,8 +58,8 @@ from stripe.ir import (
     with_field,
 )
 
-from .place import align_up, lifetimes, stmt_names
 from .select import Selection, Site, rewrite
+from .transforms.placement import align_up, lifetimes, stmt_names
 
 NAME = "schedule"
 SCHEDULED = tags.SCHEDULED

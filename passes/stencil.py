@@ -36,7 +36,7 @@ index of the block (range above 1, stride 0 in every output) in a slot: a matmul
 with one reduction slot then never matches a convolution by leaving its window loops
 outside the kernel (each invocation would reload and store its outputs per window position).
 
-The rewrite is :func:`stripe.passes.autotile.apply_tile` with that tile: an outer block over
+The rewrite is :func:`stripe.passes.transforms.tile.apply_tile` with that tile: an outer block over
 ``ceil(r/t)`` tiles (indexes matched to no slot run there; the outer block keeps the block's
 tags plus ``outer_set``) holding an inner block whose indexes have exactly the slots' sizes
 (and range 1 for the unmatched ones), tagged ``stencil`` plus ``inner_set``; each matched index
@@ -51,14 +51,15 @@ left alone (the same object).
 
 ``split_tails`` (slot names): when the best match leaves a partial last tile on the index
 ``n`` of a listed slot (range ``r``, size ``s``, ``r > s``, ``r % s != 0``), the block may
-become two: the head, ``n`` over ``r - r % s`` values, with the same match; and the tail, ``n``
-over the last ``r % s`` values as a plain index (``n`` replaced by ``n + r - r % s`` in its
-accesses and constraints, see ``cleanup.substitute_indexes``), named ``<name>_<n>_tail`` and
-matched anew (and split again on an index not split yet). The pieces replace the block in
-its parent when their summed ``cost * volume`` is below the block's. The split is tried from
-the cheapest match of every stencil, not only from the cheapest match overall: on ResNet's
-7x7 images the cheapest match is a 4x24 kernel (7 rows as 4 + 3), but 6 rows of 6x16
-kernels, then the last row in 6x16 kernels along the other index, cost less.
+become two: the head, ``n`` over ``r - r % s`` values, with the same match; and the tail,
+``n`` over the last ``r % s`` values as a plain index (``n`` replaced by ``n + r - r % s``
+in its accesses and constraints: ``transforms.substitute.substitute_indexes``), named
+``<name>_<n>_tail`` and matched anew (and split again on an index not split yet). The pieces
+replace the block in its parent when their summed ``cost * volume`` is below the block's.
+The split is tried from the cheapest match of every stencil, not only from the cheapest
+match overall: on ResNet's 7x7 images the cheapest match is a 4x24 kernel (7 rows as 4 + 3),
+but 6 rows of 6x16 kernels, then the last row in 6x16 kernels along the other index, cost
+less.
 
 Preconditions: valid IR. Postconditions: valid IR with the same meaning (every point of the
 block runs once, as ``n = t*outer + inner``; overflowing points are excluded by constraints);
@@ -72,21 +73,18 @@ inner block, ``outer_set`` on the outer block, ``stencil_<slot>`` on inner index
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
-
-import yaml
 
 from stripe import tags
 from stripe.affine import Affine
-from stripe.ir import Block, Index, RefDir, Refinement, Statement
+from stripe.ir import Block, Index, Refinement, Statement
 
-from .autotile import apply_tile
-from .cleanup import substitute_indexes
 from .select import Selection, Site, rewrite
+from .transforms.stencils import Match, Stencil, best_match, best_per_stencil, parse_stencil
+from .transforms.substitute import substitute_indexes
+from .transforms.tile import apply_tile
 
 NAME = "stencil"
 
@@ -95,106 +93,6 @@ STENCIL = tags.STENCIL
 
 STENCIL_IDX_PREFIX = tags.STENCIL_IDX_PREFIX
 """Prefix of the tag naming the slot of a matched inner index (``stencil_m``)."""
-
-_CODES = (-1, 0, 1)
-
-
-@dataclass(frozen=True)
-class StencilIdx:
-    """One slot: its name, size (``-1``: any) and stride codes per output and input."""
-
-    name: str
-    size: int
-    outs: tuple[int, ...]
-    ins: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Stencil:
-    """A parsed stencil (see the module docstring)."""
-
-    startup_cost: float
-    idxs: tuple[StencilIdx, ...]
-    point_cost: float = 1.0
-    """Cost of one point (padded ones included) relative to other stencils: a unit that
-    moves more data per multiply-accumulate is slower per point."""
-    whole_reduction: bool = False
-    """Match only blocks whose every reduction index (range above 1, unused by the outputs)
-    is in a slot, so that each invocation sums its outputs over the whole reduction in
-    registers. A matmul kernel (one reduction slot) then never matches a convolution with
-    its window loops left outside the kernel, where each invocation would reload and store
-    its outputs once per window position."""
-
-    @property
-    def n_outs(self) -> int:
-        return len(self.idxs[0].outs)
-
-    @property
-    def n_ins(self) -> int:
-        return len(self.idxs[0].ins)
-
-
-@lru_cache(maxsize=256)
-def parse_stencil(text: str) -> Stencil:
-    """Parse one stencil written as a YAML flow mapping (PlaidML's keys):
-    ``{startup_cost: 32, idxs: [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, ...]}``.
-    Raises ``ValueError`` saying what is wrong."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ValueError(f"stencil {text!r} is not a YAML mapping: {e}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"stencil {text!r} must be a mapping with keys startup_cost, idxs")
-    _check_keys(data, {"startup_cost", "point_cost", "whole_reduction", "idxs"},
-                f"stencil {text!r}")
-    cost = data.get("startup_cost", 0)
-    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
-        raise ValueError(f"startup_cost of stencil {text!r} must be a number >= 0, got {cost!r}")
-    point = data.get("point_cost", 1.0)
-    if isinstance(point, bool) or not isinstance(point, (int, float)) or point <= 0:
-        raise ValueError(f"point_cost of stencil {text!r} must be a number > 0, got {point!r}")
-    whole = data.get("whole_reduction", False)
-    if not isinstance(whole, bool):
-        raise ValueError(f"whole_reduction of stencil {text!r} must be true or false, "
-                         f"got {whole!r}")
-    raw = data.get("idxs")
-    if not isinstance(raw, list) or not raw:
-        raise ValueError(f"idxs of stencil {text!r} must be a non-empty list")
-    idxs = tuple(_parse_idx(item, text) for item in raw)
-    names = [i.name for i in idxs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"stencil {text!r} repeats an index name: {names}")
-    if len({(len(i.outs), len(i.ins)) for i in idxs}) != 1:
-        raise ValueError(f"every index of stencil {text!r} needs as many outs and as many ins")
-    return Stencil(float(cost), idxs, float(point), whole)
-
-
-def _check_keys(data: dict, valid: set[str], what: str) -> None:  # type: ignore[type-arg]
-    unknown = set(map(str, data)) - valid
-    if unknown:
-        raise ValueError(f"{what}: unknown key(s) {sorted(unknown)}; valid: {sorted(valid)}")
-
-
-def _parse_idx(item: object, text: str) -> StencilIdx:
-    what = f"an index of stencil {text!r}"
-    if not isinstance(item, dict):
-        raise ValueError(f"{what} must be a mapping with keys name, size, outs, ins")
-    _check_keys(item, {"name", "size", "outs", "ins"}, what)
-    name, size = item.get("name"), item.get("size", -1)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{what} needs a name (a string), got {name!r}")
-    if isinstance(size, bool) or not isinstance(size, int) or not (size == -1 or size >= 1):
-        raise ValueError(f"size of slot {name} must be -1 (any) or >= 1, got {size!r}")
-    codes = {}
-    for key in ("outs", "ins"):
-        value = item.get(key, [])
-        if not isinstance(value, list) or any(
-                isinstance(c, bool) or c not in _CODES for c in value):
-            raise ValueError(f"{key} of slot {name} must be a list of stride codes "
-                             f"(-1 any non-zero, 0 unused, 1 unit), got {value!r}")
-        codes[key] = tuple(value)
-    return StencilIdx(name, size, codes["outs"], codes["ins"])
-
 
 @dataclass(frozen=True)
 class Options(Selection):
@@ -291,7 +189,7 @@ def _plan_pieces(block: Block, stencils: Sequence[Stencil], options: Options,
     match overall: a 6-row kernel on 14 rows pads more than a 5-row one (18 rows against
     15), but split into 12 rows and a tail matched along the row it pads nothing."""
     best: tuple[list[tuple[Block, Match]], float] = ([], math.inf)
-    for match in _best_per_stencil(block, stencils, options.allow_pad):
+    for match in best_per_stencil(block, stencils, options.allow_pad):
         whole = match.cost * block.range_product
         if whole < best[1] * (1 - 1e-6):
             best = ([(block, match)], whole)
@@ -320,21 +218,6 @@ def _plan_pieces(block: Block, stencils: Sequence[Stencil], options: Options,
     return best
 
 
-def _best_per_stencil(block: Block, stencils: Sequence[Stencil],
-                      allow_pad: bool) -> list[Match]:
-    """The cheapest match of each stencil that matches ``block``, cheapest first (ties: the
-    stencil declared first), so that the overall best match is tried first."""
-    found = []
-    for k, stencil in enumerate(stencils):
-        best: Match | None = None
-        for m in matches(block, stencil, k, allow_pad=allow_pad):
-            if best is None or m.cost < best.cost:
-                best = m
-        if best is not None:
-            found.append(best)
-    return sorted(found, key=lambda m: m.cost)
-
-
 def _stencil(block: Block, site: Site, stencils: Sequence[Stencil], options: Options) -> Block:
     if block.sub_blocks or STENCIL in block.tags or any(r.fresh for r in block.refs):
         return block  # (a fresh view's instance is the whole block: see fold_init)
@@ -342,103 +225,6 @@ def _stencil(block: Block, site: Site, stencils: Sequence[Stencil], options: Opt
     if match is None:
         return block
     return apply_match(block, match, options, ancestors=site.ancestors)
-
-
-# matching ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Match:
-    """A stencil matched to a block: which stencil, its slots' indexes, the block's views at
-    the stencil's output and input positions, and the cost."""
-
-    stencil: int  # position in the options' list
-    slots: tuple[tuple[str, str, int], ...]  # (slot name, block index, size) per slot
-    outs: tuple[str, ...]  # block view per output position
-    ins: tuple[str, ...]  # block view per input position
-    cost: float
-
-    def tile(self, block: Block) -> dict[str, int]:
-        """Inner size per index: the slot's size (the range for ``-1``), 1 if unmatched."""
-        sizes = {n: (s if s > 0 else block.idx(n).range) for _, n, s in self.slots}
-        return {i.name: sizes.get(i.name, 1) for i in block.idxs if not i.is_passed_in}
-
-
-def ref_stride(r: Refinement, idx: str) -> int:
-    """Elements moved in ``r``'s buffer when index ``idx`` grows by one."""
-    return sum(a.coeff(idx) * s for a, s in zip(r.access, r.shape.strides))
-
-
-def _code_ok(code: int, stride: int) -> bool:
-    """Stride code ``code`` (0 unused, 1 unit, -1 used with any stride) holds for ``stride``."""
-    return stride != 0 if code == -1 else stride == code
-
-
-def _views(block: Block) -> tuple[tuple[Refinement, ...], tuple[Refinement, ...]]:
-    """The block's (outputs, inputs): views written, views only read."""
-    views = [r for r in block.refs if not r.is_alloc]
-    return (tuple(r for r in views if r.dir.writes),
-            tuple(r for r in views if r.dir == RefDir.IN))
-
-
-def _size_ok(size: int, rng: int, allow_pad: bool) -> bool:
-    return size == -1 or rng % size == 0 or allow_pad
-
-
-def _cost(block: Block, stencil: Stencil, tile: dict[str, int]) -> float:
-    invocations = padded = 1
-    for i in block.idxs:
-        t = tile.get(i.name, 1)
-        tiles = math.ceil(i.range / t)
-        invocations *= tiles
-        padded *= tiles * t
-    return ((stencil.point_cost * padded + stencil.startup_cost * invocations)
-            / max(block.range_product, 1))
-
-
-def matches(block: Block, stencil: Stencil, k: int = 0, *,
-            allow_pad: bool = False) -> Iterator[Match]:
-    """Every match of ``stencil`` (at position ``k``) on ``block``, in enumeration order."""
-    outs, ins = _views(block)
-    if len(outs) != stencil.n_outs or len(ins) != stencil.n_ins:
-        return
-    free = [i for i in block.idxs if not i.is_passed_in]
-    reductions = ({i.name for i in free if i.range > 1
-                   and all(ref_stride(r, i.name) == 0 for r in outs)}
-                  if stencil.whole_reduction else set())
-    for chosen in itertools.permutations(free, len(stencil.idxs)):
-        if not all(_size_ok(s.size, i.range, allow_pad) for s, i in zip(stencil.idxs, chosen)):
-            continue
-        if not reductions <= {i.name for i in chosen}:
-            continue
-        for o_perm in itertools.permutations(outs):
-            if not _strides_ok(stencil, chosen, o_perm, "outs"):
-                continue
-            for i_perm in itertools.permutations(ins):
-                if _strides_ok(stencil, chosen, i_perm, "ins"):
-                    yield _make_match(block, stencil, k, chosen, o_perm, i_perm)
-
-
-def _strides_ok(stencil: Stencil, chosen: Sequence[Index], refs: Sequence[Refinement],
-                which: str) -> bool:
-    return all(_code_ok(code, ref_stride(r, i.name))
-               for s, i in zip(stencil.idxs, chosen)
-               for code, r in zip(getattr(s, which), refs))
-
-
-def _make_match(block: Block, stencil: Stencil, k: int, chosen: Sequence[Index],
-                outs: Sequence[Refinement], ins: Sequence[Refinement]) -> Match:
-    slots = tuple((s.name, i.name, s.size) for s, i in zip(stencil.idxs, chosen))
-    m = Match(k, slots, tuple(r.into for r in outs), tuple(r.into for r in ins), 0.0)
-    cost = _cost(block, stencil, m.tile(block))
-    return Match(k, slots, m.outs, m.ins, float(f"{cost:.10g}"))
-
-
-def best_match(block: Block, stencils: Sequence[Stencil], *,
-               allow_pad: bool = False) -> Match | None:
-    """The cheapest match of any stencil on ``block`` (ties: first found), or None."""
-    found = _best_per_stencil(block, stencils, allow_pad)
-    return found[0] if found else None
 
 
 # the rewrite ---------------------------------------------------------------------------------
@@ -491,6 +277,4 @@ def _with_tags(r: Refinement, tags: set[str]) -> Refinement:
     return replace(r, tags=r.tags | frozenset(tags))
 
 
-__all__ = ["Match", "NAME", "Options", "STENCIL", "STENCIL_IDX_PREFIX", "Stencil",
-           "StencilIdx", "apply_match", "best_match", "matches", "parse_stencil", "ref_stride",
-           "run"]
+__all__ = ["NAME", "Options", "STENCIL", "STENCIL_IDX_PREFIX", "apply_match", "run"]

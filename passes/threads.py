@@ -48,14 +48,26 @@ from dataclasses import dataclass
 
 from stripe import tags
 from stripe.affine import Affine
-from stripe.ir import (AggOp, Block, Constant, Index, Load, RefDir, Refinement, Store,
-                       TensorDim, TensorShape, agg_identity, with_field)
+from stripe.ir import (
+    AggOp,
+    Block,
+    Constant,
+    Index,
+    Load,
+    RefDir,
+    Refinement,
+    Store,
+    TensorDim,
+    TensorShape,
+    agg_identity,
+    with_field,
+)
 from stripe.tags import THREADS
 
-from .autotile import fresh_cuts
-from .cache import fresh_name
-from .partition_compute import plan, split_units, written_views
 from .select import Selection, Site, rewrite
+from .transforms.names import fresh_name
+from .transforms.parts import plan, split_units, written_views
+from .transforms.tile import fresh_cuts
 
 NAME = "threads"
 

@@ -17,6 +17,8 @@ from stripe.ir import Block
 from stripe.passes import autotile
 from stripe.passes.autotile import Options
 from stripe.passes.manager import run_pipeline
+from stripe.passes.transforms.footprint import box_runs
+from stripe.passes.transforms.tile import apply_tile
 
 # helpers -------------------------------------------------------------------------------------
 
@@ -194,7 +196,7 @@ def test_uneven_split_overflow_constraints() -> None:
     # 13x7 elementwise, 4x4 tiles: both indexes overflow, `r - 1 - t*o - i >= 0` on each
     program = lower("function (A[M, N]) -> (B) { B = A * 2.0; }", {"A": ((13, 7), "float32")})
     [kernel] = kernels(program)
-    tiled = autotile.apply_tile(kernel, {"i1": 4, "i2": 4})
+    tiled = apply_tile(kernel, {"i1": 4, "i2": 4})
     assert [(i.name, i.range) for i in tiled.idxs] == [("i1", 4), ("i2", 2)]
     [inner] = tiled.sub_blocks
     assert [str(c) for c in inner.constraints] == ["12 - i1 - i1_0", "6 - i2 - i2_0"]
@@ -446,7 +448,7 @@ def test_tags_and_clear_outer() -> None:
 def test_flip_interleaves() -> None:
     program = lower("function (A[M, N]) -> (B) { B = A * 2.0; }", {"A": ((13, 7), "float32")})
     [kernel] = kernels(program)
-    tiled = autotile.apply_tile(kernel, {"i1": 4, "i2": 4}, flip=True,
+    tiled = apply_tile(kernel, {"i1": 4, "i2": 4}, flip=True,
                                 ancestors=(program, program.stmts[0]))
     # 13 rows in tiles of 4 -> 4 tiles; flipped, the inner block takes one row of each tile
     # (4 rows, 4 apart), the outer block the 4 offsets
@@ -474,7 +476,7 @@ def test_index_values_in_the_inner_block() -> None:
                    1: O = store($z)
                }
         }""")
-    tiled = autotile.apply_tile(program, {"i": 4})
+    tiled = apply_tile(program, {"i": 4})
     assert str(tiled.location.bank) == "4*i"
     [inner] = tiled.sub_blocks
     assert str(inner.location.bank) == "i + i_0"
@@ -547,9 +549,9 @@ def test_options_validation() -> None:
     with pytest.raises(ValueError, match="input_cost must be >= 0"):
         Options(input_cost=-1.0)
     with pytest.raises(ValueError, match="tile size of i must be in"):
-        autotile.apply_tile(parse_ir(MATMUL).stmts[0].stmts[1], {"i": 9})
+        apply_tile(parse_ir(MATMUL).stmts[0].stmts[1], {"i": 9})
     with pytest.raises(ValueError, match="unknown indexes: q"):
-        autotile.apply_tile(parse_ir(MATMUL).stmts[0].stmts[1], {"q": 1})
+        apply_tile(parse_ir(MATMUL).stmts[0].stmts[1], {"q": 1})
 
 
 # several applications, many programs ---------------------------------------------------------
@@ -747,12 +749,12 @@ DOTS = "function (A[M, K], X[K]) -> (C) { C[m : M] = +(A[m, k] * X[k]); }"
 
 
 def test_box_runs_merge_the_dense_dimensions() -> None:
-    assert autotile.box_runs((16, 4096), (4096, 1)) == 1  # whole rows: one run
-    assert autotile.box_runs((16, 2048), (4096, 1)) == 16
-    assert autotile.box_runs((3, 5, 7), (35, 7, 1)) == 1
-    assert autotile.box_runs((3, 5, 6), (35, 7, 1)) == 15
-    assert autotile.box_runs((4, 1, 8), (800, 8, 1)) == 4  # extent 1 is no dimension
-    assert autotile.box_runs((8, 16), (1, 300)) == 16  # a column of 8 in each of 16 rows
+    assert box_runs((16, 4096), (4096, 1)) == 1  # whole rows: one run
+    assert box_runs((16, 2048), (4096, 1)) == 16
+    assert box_runs((3, 5, 7), (35, 7, 1)) == 1
+    assert box_runs((3, 5, 6), (35, 7, 1)) == 15
+    assert box_runs((4, 1, 8), (800, 8, 1)) == 4  # extent 1 is no dimension
+    assert box_runs((8, 16), (1, 300)) == 16  # a column of 8 in each of 16 rows
 
 
 def test_stream_start_costs_every_run_of_a_streamed_view() -> None:

@@ -18,9 +18,10 @@ from stripe.affine import Affine
 from stripe.codegen.c_emitter import emit_c
 from stripe.compiler import compile_program
 from stripe.ir import Block
-from stripe.passes import autotile, boundary
+from stripe.passes import boundary
 from stripe.passes.manager import random_inputs as random_program_inputs
 from stripe.passes.select import Selection, rewrite
+from stripe.passes.transforms.tile import apply_tile
 
 
 def program(buffers: str, kernels: str) -> str:
@@ -466,7 +467,7 @@ def tile_contractions(program_: Block, sizes: Mapping[str, int]) -> Block:
     def fn(b: Block, site) -> Block:  # type: ignore[no-untyped-def]
         if "contraction" not in b.tags:
             return b
-        return autotile.apply_tile(b, {n: t for n, t in sizes.items() if b.has_idx(n)},
+        return apply_tile(b, {n: t for n, t in sizes.items() if b.has_idx(n)},
                                    ancestors=site.ancestors, inner_set=("inner",))
     return rewrite(program_, Selection(), fn)
 

@@ -18,6 +18,7 @@ from stripe.ir import Block, Location
 from stripe.passes import autotile, cache
 from stripe.passes.cache import CACHE_IN, CACHE_INIT, CACHE_OUT, Options
 from stripe.passes.manager import run_pipeline
+from stripe.passes.transforms.tile import apply_tile
 
 # helpers -------------------------------------------------------------------------------------
 
@@ -472,7 +473,7 @@ def _tiled_matmul(m: int, k: int, n: int, tm: int, tn: int, tk: int) -> Block:
     op = OPS_BY_NAME["matmul"]
     program = lower(op.source, {"A": ((m, k), "float32"), "B": ((k, n), "float32")})
     [kernel] = blocks(program, "contraction")
-    tiled = autotile.apply_tile(kernel, {"m": tm, "n": tn, "k": tk})
+    tiled = apply_tile(kernel, {"m": tm, "n": tn, "k": tk})
     [inner] = tiled.sub_blocks
     tiled = tiled.replace(stmts=(inner.replace(tags=inner.tags | {"tile"}),))
     return _replace_block(program, kernel, tiled)

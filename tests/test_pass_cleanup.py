@@ -401,7 +401,7 @@ def test_cond_folds_on_the_converted_condition():
 def test_substitute_indexes_reaches_banks_and_passed_in_affines():
     from stripe.affine import Affine
     from stripe.irparser import parse_ir
-    from stripe.passes.cleanup import substitute_indexes
+    from stripe.passes.transforms.substitute import substitute_indexes
 
     block = parse_ir("""
 block [x:4]:4 ( // b

@@ -15,6 +15,7 @@ from stripe.compiler import compile_program
 from stripe.errors import InterpreterError, VerifyError
 from stripe.ir import Block
 from stripe.passes import autotile, cache, fold_init, threads
+from stripe.passes.transforms.tile import apply_tile
 
 MATMUL = "function (A[M, K], B[K, N]) -> (O) { O[m, n : M, N] = +(A[m, k] * B[k, n]); }"
 MAXPOOL = "function (I[N]) -> (O) { O[i : (N + 1) / 2] = >(I[2 * i + j]), j < 2; }"
@@ -63,7 +64,7 @@ def test_split_reduction_is_refused() -> None:
     """Tiling k makes each element the sum of several instances of the inner block."""
     before = matmul(6, 8, 4)
     main = before.sub_blocks[0]
-    tiled = autotile.apply_tile(main.sub_blocks[1], {"m": 3, "k": 4}, ancestors=(before, main))
+    tiled = apply_tile(main.sub_blocks[1], {"m": 3, "k": 4}, ancestors=(before, main))
     program = before.replace(stmts=(main.replace(stmts=(main.stmts[0], tiled)),))
     verify(program)
     assert fold_init.run(program, OPTIONS) is program
@@ -73,7 +74,7 @@ def test_whole_reduction_tiles_fold() -> None:
     """Tiling only m and n: every element still belongs to one instance of the inner block."""
     before = matmul(7, 5, 9)
     main = before.sub_blocks[0]
-    tiled = autotile.apply_tile(main.sub_blocks[1], {"m": 3, "n": 4}, ancestors=(before, main))
+    tiled = apply_tile(main.sub_blocks[1], {"m": 3, "n": 4}, ancestors=(before, main))
     program = before.replace(stmts=(main.replace(stmts=(main.stmts[0], tiled)),))
     after = run_and_check(fold_init.run, program, OPTIONS)
     assert fresh_views(after) == ["kernel_1_inner.O"]
@@ -343,7 +344,7 @@ def test_tiling_a_fresh_blocks_reduction_is_refused() -> None:
     folded = fold_init.run(matmul(6, 8, 4), OPTIONS)
     main = folded.sub_blocks[0]
     with pytest.raises(ValueError, match="would split the reduction into fresh view 'O'"):
-        autotile.apply_tile(main.sub_blocks[0], {"k": 4}, ancestors=(folded, main))
+        apply_tile(main.sub_blocks[0], {"k": 4}, ancestors=(folded, main))
     assert autotile.run(folded, autotile.Options(reqs=("contraction",))) is folded
 
 

@@ -14,8 +14,8 @@ from stripe.compiler import compile_program
 from stripe.dtypes import DType
 from stripe.ir import Block, Index, RefDir, Refinement, TensorShape
 from stripe.passes import REGISTRY, partition_compute, partition_memory
-from stripe.passes.partition_compute import choose_parts, splittable
 from stripe.passes.partition_memory import disjoint_banks
+from stripe.passes.transforms.parts import choose_parts, splittable
 
 PC = partition_compute.Options
 PM = partition_memory.Options

@@ -15,6 +15,7 @@ from stripe.compiler import compile_program
 from stripe.ir import Block
 from stripe.passes import place, schedule
 from stripe.passes.manager import random_inputs
+from stripe.passes.transforms.placement import align_up
 
 
 def run(text: str, **options: object) -> tuple[Block, Block]:
@@ -167,8 +168,8 @@ def test_first_fit_never_overlaps_live_buffers(raw: list[tuple[int, int, int]],
             if x is not y and x.meets(y) and x.size and y.size:
                 assert at[x.name] + x.size <= at[y.name] or at[y.name] + y.size <= at[x.name]
     # it fits: the peak is at most the sum of the sizes live at once, plus alignment slack
-    bound = place.align_up(max([e for _, e in busy] + [0]), alignment)
-    bound += sum(place.align_up(x.size, alignment) for x in items)
+    bound = align_up(max([e for _, e in busy] + [0]), alignment)
+    bound += sum(align_up(x.size, alignment) for x in items)
     assert max(at[x.name] + x.size for x in items) <= bound
 
 

@@ -15,7 +15,8 @@ from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import Block
 from stripe.passes import autotile, stencil
-from stripe.passes.stencil import STENCIL, Options, best_match, parse_stencil
+from stripe.passes.stencil import STENCIL, Options
+from stripe.passes.transforms.stencils import best_match, matches, parse_stencil
 
 # a 4x16 multiply-accumulate unit: C[m, n] += A[m, k] * B[k, n], n unit-stride on C and B
 MAC_4X16 = ("{startup_cost: 32, idxs: [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, "
@@ -487,7 +488,7 @@ def test_split_tails_planned_from_every_stencil() -> None:
     options = Options(reqs=("contraction",), stencils=(CONV_6X16, CONV_4X24),
                       allow_pad=True, split_tails=("m",))
     [kernel] = [b for _, b in program.walk() if "contraction" in b.tags]
-    best = stencil.best_match(kernel, [stencil.parse_stencil(t) for t in options.stencils],
+    best = best_match(kernel, [parse_stencil(t) for t in options.stencils],
                               allow_pad=True)
     assert best is not None and best.stencil == 1  # 4x24 is the cheapest single match
     after = stencil_and_check(program, options)
@@ -498,10 +499,10 @@ def test_split_tails_planned_from_every_stencil() -> None:
     assert sizes[0] == {"m": 6, "n": 16}
     assert [name for name, _ in found][:2] == ["kernel_1", "kernel_1_x_tail"]
     # the planned pieces cost less than the best single match's own plan
-    plan, cost = stencil._plan_pieces(kernel, [stencil.parse_stencil(t)
+    plan, cost = stencil._plan_pieces(kernel, [parse_stencil(t)
                                                for t in options.stencils], options, frozenset())
     only_4x24, cost_4x24 = stencil._plan_pieces(
-        kernel, [stencil.parse_stencil(CONV_4X24)], options, frozenset())
+        kernel, [parse_stencil(CONV_4X24)], options, frozenset())
     assert cost < cost_4x24 and plan[0][1].stencil == 0
 
 
@@ -516,21 +517,21 @@ def test_split_tails_planned_from_every_stencil_matches_numpy(h: int, w: int, c:
 
 
 def test_whole_reduction_keeps_window_loops_in_the_kernel() -> None:
-    matmul_5x16 = stencil.parse_stencil(MATMUL_5X16)
+    matmul_5x16 = parse_stencil(MATMUL_5X16)
     assert matmul_5x16.whole_reduction
     [conv_kernel] = [b for _, b in conv(9, 9, c=8, co=48).walk() if "contraction" in b.tags]
     # without the flag the same kernel matches the convolution with i and j left outside
-    loose = stencil.parse_stencil(MATMUL_5X16.replace("whole_reduction: true, ", ""))
+    loose = parse_stencil(MATMUL_5X16.replace("whole_reduction: true, ", ""))
     assert not loose.whole_reduction
-    assert any(True for _ in stencil.matches(conv_kernel, loose, allow_pad=True))
-    assert not any(True for _ in stencil.matches(conv_kernel, matmul_5x16, allow_pad=True))
+    assert any(True for _ in matches(conv_kernel, loose, allow_pad=True))
+    assert not any(True for _ in matches(conv_kernel, matmul_5x16, allow_pad=True))
     # a (batched) matmul has one reduction index: it matches, the batch index outside
     for prog in (matmul((10, 64), (64, 50)),
                  lower("function (A[B, M, K], C[B, K, N]) -> (O) {\n"
                        "    O[b, m, n : B, M, N] = +(A[b, m, k] * C[b, k, n]);\n}",
                        {"A": ((3, 10, 64), "float32"), "C": ((3, 64, 50), "float32")})):
         [kernel] = [b for _, b in prog.walk() if "contraction" in b.tags]
-        m = stencil.best_match(kernel, [matmul_5x16], allow_pad=True)
+        m = best_match(kernel, [matmul_5x16], allow_pad=True)
         assert m is not None
         slots = {s: n for s, n, _ in m.slots}
         assert slots["k"] == "k" and "b" not in slots.values()
@@ -539,5 +540,5 @@ def test_whole_reduction_keeps_window_loops_in_the_kernel() -> None:
 @pytest.mark.parametrize("value", ["1", "yes_please", "[true]"])
 def test_whole_reduction_must_be_a_bool(value: str) -> None:
     with pytest.raises(ValueError, match="whole_reduction of stencil .* must be true or false"):
-        stencil.parse_stencil(MATMUL_5X16.replace("whole_reduction: true",
+        parse_stencil(MATMUL_5X16.replace("whole_reduction: true",
                                                   f"whole_reduction: {value}"))

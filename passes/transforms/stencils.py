@@ -1,0 +1,252 @@
+"""Stencils: the shapes of hardware compute units (a MAC unit, a GEMM micro-kernel), and
+matching them to blocks.
+
+A *stencil* (PlaidML's) has a startup cost and a list of index *slots*, each with a size
+(``-1``: any, the whole range) and one stride code per output and per input view: ``0``
+the index is unused by that view (stride 0), ``1`` it must be unit stride there, ``-1``
+it is used with any non-zero stride. The stride of an index in a view is
+:func:`~stripe.passes.transforms.layout.ref_stride`.
+
+A block's outputs are its views written, its inputs its views only read, each in block
+order. A stencil with as many outputs and inputs matches an assignment of distinct block
+indexes (not passed in) to its slots and of the block's outputs and inputs to its output
+and input positions when every stride code holds and every slot of size ``s > 0`` gets an
+index whose range is a multiple of ``s`` (with ``allow_pad``, any range). With
+``whole_reduction``, every reduction index of the block (range above 1, stride 0 in every
+output) must be in a slot. A match costs, per point of the block::
+
+    cost = (point_cost * padded + startup_cost * invocations) / volume
+
+where, with tile ``t = s`` for a slot of size ``s``, ``t = r`` for a slot of size ``-1``
+and ``t = 1`` for an index matched to no slot, ``invocations = prod ceil(r/t)``, ``padded =
+prod ceil(r/t)*t`` and ``volume = prod r``. Ties go to the stencil declared first, then to
+the first assignment in enumeration order (``itertools.permutations`` of the block's
+indexes, outputs, inputs).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import yaml
+
+from stripe.ir import Block, Index, RefDir, Refinement
+
+from .layout import ref_stride
+
+_CODES = (-1, 0, 1)
+
+
+@dataclass(frozen=True)
+class StencilIdx:
+    """One slot: its name, size (``-1``: any) and stride codes per output and input."""
+
+    name: str
+    size: int
+    outs: tuple[int, ...]
+    ins: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Stencil:
+    """A parsed stencil (see the module docstring)."""
+
+    startup_cost: float
+    idxs: tuple[StencilIdx, ...]
+    point_cost: float = 1.0
+    """Cost of one point (padded ones included) relative to other stencils: a unit that
+    moves more data per multiply-accumulate is slower per point."""
+    whole_reduction: bool = False
+    """Match only blocks whose every reduction index (range above 1, unused by the outputs)
+    is in a slot, so that each invocation sums its outputs over the whole reduction in
+    registers. A matmul kernel (one reduction slot) then never matches a convolution with
+    its window loops left outside the kernel, where each invocation would reload and store
+    its outputs once per window position."""
+
+    @property
+    def n_outs(self) -> int:
+        return len(self.idxs[0].outs)
+
+    @property
+    def n_ins(self) -> int:
+        return len(self.idxs[0].ins)
+
+
+@lru_cache(maxsize=256)
+def parse_stencil(text: str) -> Stencil:
+    """Parse one stencil written as a YAML flow mapping (PlaidML's keys):
+    ``{startup_cost: 32, idxs: [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, ...]}``.
+    Requires: nothing (``ValueError`` saying what is wrong for a malformed stencil).
+    Guarantees: distinct slot names, as many stride codes per slot; memoised."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"stencil {text!r} is not a YAML mapping: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"stencil {text!r} must be a mapping with keys startup_cost, idxs")
+    _check_keys(data, {"startup_cost", "point_cost", "whole_reduction", "idxs"},
+                f"stencil {text!r}")
+    cost = data.get("startup_cost", 0)
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
+        raise ValueError(f"startup_cost of stencil {text!r} must be a number >= 0, got {cost!r}")
+    point = data.get("point_cost", 1.0)
+    if isinstance(point, bool) or not isinstance(point, (int, float)) or point <= 0:
+        raise ValueError(f"point_cost of stencil {text!r} must be a number > 0, got {point!r}")
+    whole = data.get("whole_reduction", False)
+    if not isinstance(whole, bool):
+        raise ValueError(f"whole_reduction of stencil {text!r} must be true or false, "
+                         f"got {whole!r}")
+    raw = data.get("idxs")
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"idxs of stencil {text!r} must be a non-empty list")
+    idxs = tuple(_parse_idx(item, text) for item in raw)
+    names = [i.name for i in idxs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"stencil {text!r} repeats an index name: {names}")
+    if len({(len(i.outs), len(i.ins)) for i in idxs}) != 1:
+        raise ValueError(f"every index of stencil {text!r} needs as many outs and as many ins")
+    return Stencil(float(cost), idxs, float(point), whole)
+
+
+def _check_keys(data: dict, valid: set[str], what: str) -> None:  # type: ignore[type-arg]
+    unknown = set(map(str, data)) - valid
+    if unknown:
+        raise ValueError(f"{what}: unknown key(s) {sorted(unknown)}; valid: {sorted(valid)}")
+
+
+def _parse_idx(item: object, text: str) -> StencilIdx:
+    what = f"an index of stencil {text!r}"
+    if not isinstance(item, dict):
+        raise ValueError(f"{what} must be a mapping with keys name, size, outs, ins")
+    _check_keys(item, {"name", "size", "outs", "ins"}, what)
+    name, size = item.get("name"), item.get("size", -1)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{what} needs a name (a string), got {name!r}")
+    if isinstance(size, bool) or not isinstance(size, int) or not (size == -1 or size >= 1):
+        raise ValueError(f"size of slot {name} must be -1 (any) or >= 1, got {size!r}")
+    codes = {}
+    for key in ("outs", "ins"):
+        value = item.get(key, [])
+        if not isinstance(value, list) or any(
+                isinstance(c, bool) or c not in _CODES for c in value):
+            raise ValueError(f"{key} of slot {name} must be a list of stride codes "
+                             f"(-1 any non-zero, 0 unused, 1 unit), got {value!r}")
+        codes[key] = tuple(value)
+    return StencilIdx(name, size, codes["outs"], codes["ins"])
+
+
+@dataclass(frozen=True)
+class Match:
+    """A stencil matched to a block: which stencil, its slots' indexes, the block's views at
+    the stencil's output and input positions, and the cost."""
+
+    stencil: int  # position in the list of stencils matched
+    slots: tuple[tuple[str, str, int], ...]  # (slot name, block index, size) per slot
+    outs: tuple[str, ...]  # block view per output position
+    ins: tuple[str, ...]  # block view per input position
+    cost: float
+
+    def tile(self, block: Block) -> dict[str, int]:
+        """Inner size per index: the slot's size (the range for ``-1``), 1 if unmatched."""
+        sizes = {n: (s if s > 0 else block.idx(n).range) for _, n, s in self.slots}
+        return {i.name: sizes.get(i.name, 1) for i in block.idxs if not i.is_passed_in}
+
+
+def _code_ok(code: int, stride: int) -> bool:
+    """Stride code ``code`` (0 unused, 1 unit, -1 used with any stride) holds for ``stride``."""
+    return stride != 0 if code == -1 else stride == code
+
+
+def _views(block: Block) -> tuple[tuple[Refinement, ...], tuple[Refinement, ...]]:
+    """The block's (outputs, inputs): views written, views only read."""
+    views = [r for r in block.refs if not r.is_alloc]
+    return (tuple(r for r in views if r.dir.writes),
+            tuple(r for r in views if r.dir == RefDir.IN))
+
+
+def _size_ok(size: int, rng: int, allow_pad: bool) -> bool:
+    return size == -1 or rng % size == 0 or allow_pad
+
+
+def _cost(block: Block, stencil: Stencil, tile: dict[str, int]) -> float:
+    invocations = padded = 1
+    for i in block.idxs:
+        t = tile.get(i.name, 1)
+        tiles = math.ceil(i.range / t)
+        invocations *= tiles
+        padded *= tiles * t
+    return ((stencil.point_cost * padded + stencil.startup_cost * invocations)
+            / max(block.range_product, 1))
+
+
+def matches(block: Block, stencil: Stencil, k: int = 0, *,
+            allow_pad: bool = False) -> Iterator[Match]:
+    """Every match of ``stencil`` (at position ``k`` of its list) on ``block``.
+    Requires: nothing. Guarantees: in enumeration order (module docstring), each with its
+    cost rounded to 10 significant digits; none when the view counts differ."""
+    outs, ins = _views(block)
+    if len(outs) != stencil.n_outs or len(ins) != stencil.n_ins:
+        return
+    free = [i for i in block.idxs if not i.is_passed_in]
+    reductions = ({i.name for i in free if i.range > 1
+                   and all(ref_stride(r, i.name) == 0 for r in outs)}
+                  if stencil.whole_reduction else set())
+    for chosen in itertools.permutations(free, len(stencil.idxs)):
+        if not all(_size_ok(s.size, i.range, allow_pad) for s, i in zip(stencil.idxs, chosen)):
+            continue
+        if not reductions <= {i.name for i in chosen}:
+            continue
+        for o_perm in itertools.permutations(outs):
+            if not _strides_ok(stencil, chosen, o_perm, "outs"):
+                continue
+            for i_perm in itertools.permutations(ins):
+                if _strides_ok(stencil, chosen, i_perm, "ins"):
+                    yield _make_match(block, stencil, k, chosen, o_perm, i_perm)
+
+
+def _strides_ok(stencil: Stencil, chosen: Sequence[Index], refs: Sequence[Refinement],
+                which: str) -> bool:
+    return all(_code_ok(code, ref_stride(r, i.name))
+               for s, i in zip(stencil.idxs, chosen)
+               for code, r in zip(getattr(s, which), refs))
+
+
+def _make_match(block: Block, stencil: Stencil, k: int, chosen: Sequence[Index],
+                outs: Sequence[Refinement], ins: Sequence[Refinement]) -> Match:
+    slots = tuple((s.name, i.name, s.size) for s, i in zip(stencil.idxs, chosen))
+    m = Match(k, slots, tuple(r.into for r in outs), tuple(r.into for r in ins), 0.0)
+    cost = _cost(block, stencil, m.tile(block))
+    return Match(k, slots, m.outs, m.ins, float(f"{cost:.10g}"))
+
+
+def best_match(block: Block, stencils: Sequence[Stencil], *,
+               allow_pad: bool = False) -> Match | None:
+    """The cheapest match of any of ``stencils`` on ``block``, or None.
+    Requires: nothing. Guarantees: ties go to the stencil declared first, then to the first
+    match found; ``Match.stencil`` is the position in ``stencils``."""
+    found = best_per_stencil(block, stencils, allow_pad)
+    return found[0] if found else None
+
+
+def best_per_stencil(block: Block, stencils: Sequence[Stencil],
+                      allow_pad: bool) -> list[Match]:
+    """The cheapest match of each of ``stencils`` that matches ``block``.
+    Requires: nothing. Guarantees: cheapest first (ties: the stencil declared first), so
+    the first is :func:`best_match`; at most one per stencil."""
+    found = []
+    for k, stencil in enumerate(stencils):
+        best: Match | None = None
+        for m in matches(block, stencil, k, allow_pad=allow_pad):
+            if best is None or m.cost < best.cost:
+                best = m
+        if best is not None:
+            found.append(best)
+    return sorted(found, key=lambda m: m.cost)
+
+
+__all__ = ["Match", "Stencil", "StencilIdx", "best_match", "best_per_stencil", "matches",
+           "parse_stencil"]
