@@ -1,36 +1,90 @@
-"""Shared check for pass tests: run a pass, verify, and compare the interpreter before/after."""
+"""The harness of the pass tests: run one pass on a program given as Stripe text or a Block,
+verify before and after, interpret both on the same inputs, and compare the printed result
+with the expected Stripe text (as TVM's ``CompareBeforeAfter``).
+
+- :func:`run_and_check`: the pass, the verifier on both sides, equal interpreter results.
+- :func:`assert_rewrites`: that, and the result prints as ``expected`` does.
+- :func:`assert_unchanged`: that, and the pass returned the very same object.
+
+``run`` is a pass's entry function (``autotile.run``) or any ``(block, options) -> block``.
+Inputs default to the pass manager's seeded random arrays; ``tol=0`` compares bit for bit.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from stripe.interp import interpret
 from stripe.ir import Block
+from stripe.irparser import parse_ir
+from stripe.passes.manager import random_inputs
+from stripe.printer import print_ir
 from stripe.verify import verify
 
-
-def random_user_inputs(program: Block, seed: int = 0) -> dict[str, np.ndarray]:
-    """Standard-normal arrays for every readable root allocation."""
-    rng = np.random.default_rng(seed)
-    return {r.into: rng.standard_normal(r.shape.sizes).astype(r.dtype.np)
-            for r in program.refs if r.is_alloc and r.dir.reads}
+Run = Callable[[Block, object], Block]
+Check = Callable[[Block, Block], object]
 
 
-def run_and_check(run: Callable[[Block, object], Block], program: Block, options: object,
-                  arrays: dict[str, np.ndarray] | None = None, tol: float = 1e-5) -> Block:
+def assert_same_results(before: Block, after: Block,
+                        arrays: Mapping[str, np.ndarray] | None = None, *,
+                        tol: float = 1e-5) -> None:
+    """The interpreter gives ``after`` the outputs of ``before`` on ``arrays`` (seeded random
+    inputs when omitted): equal within ``tol`` (relative and absolute), bit for bit if 0."""
+    if arrays is None:
+        arrays = random_inputs(before)
+    want, got = interpret(before, dict(arrays)), interpret(after, dict(arrays))
+    assert want.keys() == got.keys()
+    for name in want:
+        if tol:
+            np.testing.assert_allclose(got[name], want[name], rtol=tol, atol=tol, err_msg=name)
+        else:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def run_and_check(run: Run, program: Block, options: object,
+                  arrays: Mapping[str, np.ndarray] | None = None, tol: float = 1e-5, *,
+                  also: Check | None = None) -> Block:
     """``run(program, options)``, with the verifier on both sides and equal interpreter
-    results (within ``tol``) on ``arrays`` (random inputs when omitted)."""
+    results (:func:`assert_same_results`); ``also(program, after)`` checks more."""
     verify(program)
     after = run(program, options)
     verify(after)
-    if arrays is None:
-        arrays = random_user_inputs(program)
-    want, got = interpret(program, arrays), interpret(after, arrays)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=tol, atol=tol, err_msg=name)
+    if after is not program:
+        assert_same_results(program, after, arrays, tol=tol)
+    if also is not None:
+        also(program, after)
     return after
+
+
+def check_pass(run: Run, before: str | Block, options: object, *, expected: str | None = None,
+               unchanged: bool = False, arrays: Mapping[str, np.ndarray] | None = None,
+               tol: float = 1e-5, also: Check | None = None) -> tuple[Block, Block]:
+    """:func:`run_and_check` on ``before`` (parsed if text); then the result prints as
+    ``expected`` (parsed and printed) does, and with ``unchanged`` it is ``before`` itself.
+    Returns ``(before, after)`` as Blocks."""
+    program = parse_ir(before) if isinstance(before, str) else before
+    after = run_and_check(run, program, options, arrays, tol, also=also)
+    if expected is not None:
+        want, got = print_ir(parse_ir(expected)), print_ir(after)
+        assert got == want, (f"--- before\n{print_ir(program)}\n--- expected\n{want}\n"
+                             f"--- got\n{got}")
+    if unchanged:
+        assert after is program, f"--- before\n{print_ir(program)}\n--- got\n{print_ir(after)}"
+    return program, after
+
+
+def assert_rewrites(run: Run, before: str | Block, expected: str, options: object,
+                    **check: object) -> tuple[Block, Block]:
+    """``run`` turns ``before`` into ``expected`` (Stripe text), keeping its meaning."""
+    return check_pass(run, before, options, expected=expected, **check)  # type: ignore[arg-type]
+
+
+def assert_unchanged(run: Run, before: str | Block, options: object,
+                     **check: object) -> Block:
+    """``run`` leaves ``before`` alone: it returns the very same object."""
+    return check_pass(run, before, options, unchanged=True, **check)[0]  # type: ignore[arg-type]
 
 
 def blocks(program: Block, tag: str) -> list[Block]:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from passcheck import run_and_check
+from passcheck import check_pass, run_and_check
 
 from stripe import lower, parse_ir, poly, print_ir
 from stripe.compiler import compile_program
@@ -34,16 +34,11 @@ def tile_and_check(program: Block, options: Options,
 
 
 def assert_rewrites(before: str, expected: str, options: Options) -> tuple[Block, Block]:
-    program = parse_ir(before)
-    after = tile_and_check(program, options)
-    want, got = print_ir(parse_ir(expected)), print_ir(after)
-    assert got == want, f"--- before\n{before}\n--- expected\n{want}\n--- got\n{got}"
-    return program, after
+    return check_pass(autotile.run, before, options, expected=expected)
 
 
 def assert_unchanged(program: Block, options: Options) -> None:
-    after = autotile.run(program, options)
-    assert after is program, print_ir(after)
+    check_pass(autotile.run, program, options, unchanged=True)
 
 
 # before/after text ---------------------------------------------------------------------------

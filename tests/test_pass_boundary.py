@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
+from passcheck import check_pass, run_and_check
 
-from stripe import interpret, lower, parse_ir, print_ir, verify
+from stripe import interpret, lower, parse_ir, print_ir
 from stripe.affine import Affine
 from stripe.codegen.c_emitter import emit_c
 from stripe.compiler import compile_program
 from stripe.ir import Block
 from stripe.passes import boundary
-from stripe.passes.manager import random_inputs as random_program_inputs
 from stripe.passes.select import Selection, rewrite
 from stripe.passes.transforms.tile import apply_tile
 
@@ -59,33 +59,25 @@ def executed(block: Block, outer: Mapping[str, int] | None = None,
     return out
 
 
-def assert_same_results(before: Block, after: Block, inputs: Mapping[str, np.ndarray]) -> None:
-    want, got = interpret(before, dict(inputs)), interpret(after, dict(inputs))
-    assert want.keys() == got.keys()
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
+def same_points(before: Block, after: Block) -> None:
+    """Every point of ``main`` runs as often after the pass as before: none twice, none lost."""
+    main_before, main_after = before.stmts[0], after.stmts[0]
+    assert isinstance(main_before, Block) and isinstance(main_after, Block)
+    assert executed(main_after) == executed(main_before)
 
 
 def run(before: Block, **options: object) -> Block:
-    verify(before)
-    after = boundary.run(before, boundary.Options(**options))  # type: ignore[arg-type]
-    verify(after)
-    assert_same_results(before, after, random_program_inputs(before))
-    main_before, main_after = before.stmts[0], after.stmts[0]
-    assert isinstance(main_before, Block) and isinstance(main_after, Block)
-    assert executed(main_after) == executed(main_before)  # no point twice, none lost
-    return after
+    return run_and_check(boundary.run, before, boundary.Options(**options), also=same_points)
 
 
 def assert_rewrites(before: str, expected: str, **options: object) -> None:
-    after = run(parse_ir(before), **options)
-    want, got = print_ir(parse_ir(expected)), print_ir(after)
-    assert got == want, f"--- before\n{before}\n--- expected\n{want}\n--- got\n{got}"
+    check_pass(boundary.run, before, boundary.Options(**options), expected=expected,
+               also=same_points)
 
 
 def assert_unchanged(text: str, **options: object) -> None:
-    before = parse_ir(text)
-    assert run(before, **options) is before
+    check_pass(boundary.run, text, boundary.Options(**options), unchanged=True,
+               also=same_points)
 
 
 def summary(root: Block) -> list[str]:
@@ -212,9 +204,8 @@ def test_rebase_writes_the_cut_indexes_as_plain_indexes_from_zero():
     # the same points (index values now count from each piece's first value: the exact
     # cover check of run() does not apply; the interpreter's results must still agree)
     before = parse_ir(program(CONV2D_BUFS, CONV2D))
-    after = boundary.run(before, boundary.Options(reqs=("contraction",), rebase=True))
-    verify(after)
-    assert_same_results(before, after, random_program_inputs(before))
+    after = run_and_check(boundary.run, before, boundary.Options(reqs=("contraction",),
+                                                                 rebase=True))
     assert summary(after)[1:] == [
         "conv_x_lo_y_lo [x:1, y:1, i:3, j:3] {-1 + i + x; -1 + j + y} boundary",
         "conv_x_lo [x:1, y:4, i:3, j:3] {-1 + i + x} boundary",
@@ -507,12 +498,10 @@ def case_program(name: str, sizes: Mapping[str, int] | None) -> Block:
 def test_catalogue_programs_keep_their_results(name: str, sizes: Mapping[str, int] | None,
                                                options: dict[str, object]) -> None:
     before = case_program(name, sizes)
-    verify(before)
-    after = boundary.run(before, boundary.Options(**options))  # type: ignore[arg-type]
-    verify(after)
+    after = run_and_check(boundary.run, before, boundary.Options(**options),
+                          random_inputs(OPS_BY_NAME[name]))
     assert after is not before
     assert any("interior" in b.tags for _, b in after.walk())
-    assert_same_results(before, after, random_inputs(OPS_BY_NAME[name]))
 
 
 @pytest.mark.parametrize("name, sizes, rebase", [("conv2d", None, False),

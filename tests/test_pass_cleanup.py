@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from passcheck import check_pass
 
-from stripe import interpret, lower, parse_ir, print_ir, verify
+from stripe import interpret, lower, verify
 from stripe.ir import Block
 from stripe.passes import cleanup
-from stripe.passes.manager import random_inputs
 
 
 def program(buffers: str, kernels: str) -> str:
@@ -30,27 +30,15 @@ def program(buffers: str, kernels: str) -> str:
 
 
 def run(text: str, **options: object) -> tuple[Block, Block]:
-    before = parse_ir(text)
-    verify(before)
-    after = cleanup.run(before, cleanup.Options(**options))  # type: ignore[arg-type]
-    verify(after)
-    inputs = random_inputs(before)
-    want, got = interpret(before, inputs), interpret(after, inputs)
-    assert want.keys() == got.keys()
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    return before, after
+    return check_pass(cleanup.run, text, cleanup.Options(**options), tol=0)
 
 
 def assert_rewrites(before: str, expected: str, **options: object) -> None:
-    _, after = run(before, **options)
-    want, got = print_ir(parse_ir(expected)), print_ir(after)
-    assert got == want, f"--- before\n{before}\n--- expected\n{want}\n--- got\n{got}"
+    check_pass(cleanup.run, before, cleanup.Options(**options), expected=expected, tol=0)
 
 
 def assert_unchanged(text: str, **options: object) -> None:
-    before, after = run(text, **options)
-    assert after is before, print_ir(after)
+    check_pass(cleanup.run, text, cleanup.Options(**options), unchanged=True, tol=0)
 
 
 BUFS = """

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS, OPS_BY_NAME, random_inputs
+from passcheck import assert_same_results, check_pass, run_and_check
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.affine import Affine
@@ -15,34 +16,21 @@ from stripe.compiler import compile_program
 from stripe.ir import Block
 from stripe.passes import REGISTRY, cleanup, fuse, localize, scalarize
 from stripe.passes.fuse import Options
-from stripe.passes.manager import random_inputs as program_inputs
 
 # helpers -------------------------------------------------------------------------------------
 
 
 def fuse_and_check(program: Block, options: Options) -> Block:
     """Run fuse, verify, and compare interpreter results before and after."""
-    verify(program)
-    after = fuse.run(program, options)
-    verify(after)
-    inputs = program_inputs(program)
-    want, got = interpret(program, inputs), interpret(after, inputs)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
-    return after
+    return run_and_check(fuse.run, program, options, tol=1e-6)
 
 
 def assert_rewrites(before: str, expected: str, options: Options) -> Block:
-    after = fuse_and_check(parse_ir(before), options)
-    want, got = print_ir(parse_ir(expected)), print_ir(after)
-    assert got == want, f"--- before\n{before}\n--- expected\n{want}\n--- got\n{got}"
-    return after
+    return check_pass(fuse.run, before, options, expected=expected, tol=1e-6)[1]
 
 
 def assert_unchanged(text: str, options: Options) -> None:
-    before = parse_ir(text)
-    after = fuse_and_check(before, options)
-    assert after is before, print_ir(after)
+    check_pass(fuse.run, text, options, unchanged=True, tol=1e-6)
 
 
 def main_stmts(program: Block) -> tuple[Block, ...]:
@@ -56,10 +44,7 @@ def pipeline(program: Block, options: Options) -> Block:
     after = scalarize.run(after, scalarize.Options())
     after = cleanup.run(after, cleanup.Options())
     verify(after)
-    inputs = program_inputs(program)
-    want, got = interpret(program, inputs), interpret(after, inputs)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
+    assert_same_results(program, after, tol=1e-6)
     return after
 
 

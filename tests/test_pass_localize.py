@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from passcheck import check_pass
 
-from stripe import interpret, parse_ir, print_ir, verify
+from stripe import interpret, parse_ir, print_ir
 from stripe.compiler import compile_program
 from stripe.ir import Block
 from stripe.passes import localize, scalarize
@@ -12,27 +13,16 @@ from stripe.passes.manager import random_inputs
 
 
 def run(text: str, **options: object) -> tuple[Block, Block]:
-    before = parse_ir(text)
-    verify(before)
-    after = localize.run(before, localize.Options(**options))  # type: ignore[arg-type]
-    verify(after)
-    inputs = random_inputs(before)
-    want, got = interpret(before, inputs), interpret(after, inputs)
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    return before, after
+    return check_pass(localize.run, text, localize.Options(**options), tol=0)
 
 
 def assert_rewrites(before: str, expected: str, **options: object) -> Block:
-    _, after = run(before, **options)
-    want, got = print_ir(parse_ir(expected)), print_ir(after)
-    assert got == want, f"--- before\n{before}\n--- expected\n{want}\n--- got\n{got}"
-    return after
+    return check_pass(localize.run, before, localize.Options(**options), expected=expected,
+                      tol=0)[1]
 
 
 def assert_unchanged(text: str, **options: object) -> None:
-    before, after = run(text, **options)
-    assert after is before, print_ir(after)
+    check_pass(localize.run, text, localize.Options(**options), unchanged=True, tol=0)
 
 
 def program(kernels: str, tmp: str = "T fp32:I(4, 3):(3, 1)") -> str:

@@ -7,37 +7,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
+from passcheck import check_pass, run_and_check
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import AggOp, Block, Constant
 from stripe.passes import pad
-from stripe.passes.manager import random_inputs as program_inputs
 from stripe.passes.manager import run_pipeline
 
 
 def run(before: Block, **options: object) -> Block:
-    verify(before)
-    after = pad.run(before, pad.Options(**options))  # type: ignore[arg-type]
-    verify(after)
-    inputs = program_inputs(before)
-    want, got = interpret(before, inputs), interpret(after, inputs)
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    return after
+    return run_and_check(pad.run, before, pad.Options(**options), tol=0)
 
 
 def assert_rewrites(before: str, expected: str, **options: object) -> None:
-    after = run(parse_ir(before), **options)
-    want, got = print_ir(parse_ir(expected)), print_ir(after)
-    assert got == want, f"--- before\n{before}\n--- expected\n{want}\n--- got\n{got}"
+    check_pass(pad.run, before, pad.Options(**options), expected=expected, tol=0)
 
 
 def assert_unchanged(before: Block | str, **options: object) -> None:
-    block = parse_ir(before) if isinstance(before, str) else before
-    after = run(block, **options)
-    assert after is block, print_ir(after)
+    check_pass(pad.run, before, pad.Options(**options), unchanged=True, tol=0)
 
 
 def kernels(after: Block) -> list[Block]:
@@ -376,13 +365,9 @@ UNPADDED = ["matmul", "conv1d_valid", "maxpool2x2", "avgpool2x2", "cumsum", "con
 def test_catalogue_programs_keep_their_results(name: str):
     op = OPS_BY_NAME[name]
     before = lower(op.source, op.input_specs())
-    after = pad.run(before, pad.Options(max_overhead=1.0))
-    verify(after)
+    after = run_and_check(pad.run, before, pad.Options(max_overhead=1.0), random_inputs(op),
+                          tol=0)
     assert (after is not before) == (name in PADDED)
-    arrays = random_inputs(op)
-    want, got = interpret(before, arrays), interpret(after, arrays)
-    for out in want:
-        np.testing.assert_array_equal(got[out], want[out], err_msg=out)
 
 
 def test_c_back_end_agrees_on_a_strided_convolution():

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
+from passcheck import check_pass, run_and_check
 
-from stripe import interpret, lower, parse_ir, print_ir, verify
+from stripe import interpret, lower, parse_ir, verify
 from stripe.affine import Affine
 from stripe.compiler import compile_program
 from stripe.dtypes import DType
@@ -28,30 +29,12 @@ def run_pass(program: Block, options: PC | PM) -> Block:
     return module.run(program, options)
 
 
-def check_same_results(before: Block, after: Block,
-                       arrays: dict[str, np.ndarray] | None = None) -> None:
-    verify(after)
-    if arrays is None:
-        rng = np.random.default_rng(0)
-        arrays = {r.into: rng.standard_normal(r.shape.sizes).astype(r.dtype.np)
-                  for r in before.refs if r.is_alloc and r.dir.reads}
-    want, got = interpret(before, arrays), interpret(after, arrays)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
-
-
 def assert_rewrites(before: str, expected: str, options: PC | PM) -> Block:
-    program = parse_ir(before)
-    after = run_pass(program, options)
-    check_same_results(program, after)
-    want, got = print_ir(parse_ir(expected)), print_ir(after)
-    assert got == want, f"--- expected\n{want}\n--- got\n{got}"
-    return after
+    return check_pass(run_pass, before, options, expected=expected)[1]
 
 
 def assert_unchanged(program: Block, options: PC | PM) -> None:
-    after = run_pass(program, options)
-    assert after is program, print_ir(after)
+    check_pass(run_pass, program, options, unchanged=True)
 
 
 def kernel(program: Block, name: str) -> Block:
@@ -161,12 +144,12 @@ def test_the_reduction_index_is_never_split():
     program = parse_ir(MATMUL)
     assert splittable(kernel(program, "kernel_1")) == ("i", "j")
     for parts in (2, 3, 5, 8, 48, 100):
-        after = partition_compute.run(program, PC(reqs=("contraction",), num_parts=parts))
+        after = run_and_check(partition_compute.run, program,
+                              PC(reqs=("contraction",), num_parts=parts))
         inner = kernel(after, "kernel_1_inner")
         assert inner.idx("k").range == 5 and not kernel(after, "kernel_1").has_idx("k")
         units = [i.range for i in kernel(after, "kernel_1").idxs]
         assert np.prod(units) <= parts
-        check_same_results(program, after)
 
 
 @pytest.mark.parametrize("name", ["sum_all", "trace"])
@@ -181,10 +164,10 @@ def test_a_block_with_only_reduction_indexes_is_left_alone(name):
 def test_row_sum_splits_only_the_output_index():
     op = OPS_BY_NAME["sum_axis0"]  # O[n] = +(I[m, n]): m is a reduction
     program = lower(op.source, op.input_specs())
-    after = partition_compute.run(program, PC(reqs=("contraction",), num_parts=4))
+    after = run_and_check(partition_compute.run, program,
+                          PC(reqs=("contraction",), num_parts=4), random_inputs(op))
     outer = next(b for _, b in after.walk() if "contraction" in b.tags)
     assert [i.name for i in outer.idxs] == ["n"] and outer.idx("n").range == 4
-    check_same_results(program, after, random_inputs(op))
 
 
 def test_nothing_to_do_returns_the_same_object():
@@ -237,9 +220,9 @@ def test_refuses_a_convolution_halo_shared_by_neighbouring_banks():
     op = OPS_BY_NAME["conv1d_valid"]  # O[n, x, co] = +(I[n, x + k, ci] * K[k, ci, co])
     program = lower(op.source, op.input_specs())
     assert_unchanged(program, PM(reqs=("contraction",), num_parts=4, refs=("I",)))
-    after = partition_memory.run(program, PM(reqs=("contraction",), num_parts=4))
+    after = run_and_check(partition_memory.run, program, PM(reqs=("contraction",), num_parts=4),
+                          random_inputs(op))
     assert after is not program  # the output alone is bankable
-    check_same_results(program, after, random_inputs(op))
 
 
 def test_bank_disjointness_proof():

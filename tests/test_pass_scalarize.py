@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
+from passcheck import check_pass
 
-from stripe import interpret, parse_ir, print_ir, verify
 from stripe.ir import Block
 from stripe.passes import scalarize
-from stripe.passes.manager import random_inputs
 
 
 def program(kernel: str, out_dtype: str = "fp32") -> str:
@@ -26,26 +24,15 @@ def program(kernel: str, out_dtype: str = "fp32") -> str:
 
 
 def run(text: str, **options: object) -> tuple[Block, Block]:
-    before = parse_ir(text)
-    verify(before)
-    after = scalarize.run(before, scalarize.Options(**options))  # type: ignore[arg-type]
-    verify(after)
-    inputs = random_inputs(before)
-    want, got = interpret(before, inputs), interpret(after, inputs)
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    return before, after
+    return check_pass(scalarize.run, text, scalarize.Options(**options), tol=0)
 
 
 def assert_rewrites(before: str, expected: str, **options: object) -> None:
-    _, after = run(before, **options)
-    want, got = print_ir(parse_ir(expected)), print_ir(after)
-    assert got == want, f"--- before\n{before}\n--- expected\n{want}\n--- got\n{got}"
+    check_pass(scalarize.run, before, scalarize.Options(**options), expected=expected, tol=0)
 
 
 def assert_unchanged(text: str, **options: object) -> None:
-    before, after = run(text, **options)
-    assert after is before, print_ir(after)
+    check_pass(scalarize.run, text, scalarize.Options(**options), unchanged=True, tol=0)
 
 
 def test_store_then_load_becomes_a_rename():

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops_catalog import OPS_BY_NAME
 from ops_catalog import random_inputs as catalogue_inputs
+from passcheck import check_pass, run_and_check
 
 import stripe
-from stripe import interpret, parse_ir, print_ir, verify
+from stripe import interpret, parse_ir, print_ir
 from stripe.compiler import compile_program
 from stripe.config import load_config
 from stripe.ir import Block, Location, with_field
@@ -80,15 +81,7 @@ block []:1 ( // program
 
 
 def run(text: str, **options: object) -> tuple[Block, Block]:
-    before = parse_ir(text)
-    verify(before)
-    after = schedule.run(before, schedule.Options(**options))  # type: ignore[arg-type]
-    verify(after)
-    inputs = random_inputs(before)
-    want, got = interpret(before, inputs), interpret(after, inputs)
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    return before, after
+    return check_pass(schedule.run, text, schedule.Options(**options), tol=0)
 
 
 def kernel_text(block: Block) -> str:
@@ -312,10 +305,6 @@ def in_sram(op_name: str) -> Block:
 @pytest.mark.parametrize("name", STAGED_OPS)
 def test_catalogue_programs_keep_their_results(name: str) -> None:
     before = in_sram(name)
-    after = schedule.run(before, schedule.Options(mem_KiB=64))
+    after = run_and_check(schedule.run, before, schedule.Options(mem_KiB=64),
+                          catalogue_inputs(OPS_BY_NAME[name]), tol=0)
     assert after is not before
-    verify(after)
-    inputs = catalogue_inputs(OPS_BY_NAME[name])
-    want, got = interpret(before, inputs), interpret(after, inputs)
-    for out in want:
-        np.testing.assert_array_equal(got[out], want[out], err_msg=out)

@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
+from passcheck import check_pass
 
-from stripe import interpret, lower, parse_ir, print_ir, verify
+from stripe import interpret, lower, print_ir, verify
 from stripe.compiler import compile_program
 from stripe.ir import Block
 from stripe.passes import transpose
@@ -61,26 +62,15 @@ def column_sum(layout: str = "(4, 1)", i_tags: str = "") -> str:
 
 
 def run(text: str, **options: object) -> tuple[Block, Block]:
-    before = parse_ir(text)
-    verify(before)
-    after = transpose.run(before, transpose.Options(**options))  # type: ignore[arg-type]
-    verify(after)
-    inputs = program_inputs(before)
-    want, got = interpret(before, inputs), interpret(after, inputs)
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    return before, after
+    return check_pass(transpose.run, text, transpose.Options(**options), tol=0)
 
 
 def assert_rewrites(before: str, expected: str, **options: object) -> None:
-    _, after = run(before, **options)
-    want, got = print_ir(parse_ir(expected)), print_ir(after)
-    assert got == want, f"--- before\n{before}\n--- expected\n{want}\n--- got\n{got}"
+    check_pass(transpose.run, before, transpose.Options(**options), expected=expected, tol=0)
 
 
 def assert_unchanged(text: str, **options: object) -> None:
-    before, after = run(text, **options)
-    assert after is before, print_ir(after)
+    check_pass(transpose.run, text, transpose.Options(**options), unchanged=True, tol=0)
 
 
 def test_the_reduction_index_becomes_unit_stride():
