@@ -316,13 +316,8 @@ def _repoint(child: Block, r: Refinement, name: str, box: poly.Box,
 
 
 def _fresh_idxs(extent: tuple[int, ...], taken: set[str]) -> tuple[Index, ...]:
-    names: list[str] = []
-    for d in range(len(extent)):
-        n = f"i{d}"
-        while n in taken:
-            n += "_"
-        names.append(n)
-    return tuple(Index(n, k) for n, k in zip(names, extent))
+    """Indexes ``i0, i1, ...`` over ``extent``, none named as one of ``taken``."""
+    return tuple(Index(fresh_name(f"i{d}", taken), k) for d, k in enumerate(extent))
 
 
 def _unit(dtype: DType, strides: tuple[int, ...]) -> TensorShape:

@@ -87,6 +87,7 @@ from stripe.ir import (
 )
 
 from .select import Selection, Site, rewrite
+from .transforms.names import fresh_name
 
 NAME = "pad"
 
@@ -165,7 +166,8 @@ def _pad_children(parent: Block, site: Site, options: Options) -> Block:
             stmts.append(s)
             continue
         for p in plan.paddings:
-            name = _fresh(f"{p.name}_pad", taken)
+            name = fresh_name(f"{p.name}_pad", taken)
+            taken.add(name)
             buf = _padded_buffer(parent.ref(p.name), name, p, in_main)
             refs.append(buf)
             stmts += [_fill_kernel(buf, p, s), _copy_kernel(parent.ref(p.name), buf, p, s)]
@@ -174,14 +176,6 @@ def _pad_children(parent: Block, site: Site, options: Options) -> Block:
     if not refs:
         return parent
     return parent.replace(refs=parent.refs + tuple(refs), stmts=tuple(stmts))
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}{k}", k + 1
-    taken.add(name)
-    return name
 
 
 def _plan(path: tuple[Block, ...], kernel: Block, options: Options) -> Plan | None:
