@@ -1,4 +1,7 @@
-"""The pass manager: run a config's passes in order, recording every intermediate program.
+"""The pass manager: the pipeline builder, and running a config's passes in order.
+
+    config = resolve(read_config("cpu_avx2"))   # what load_config does: pass types and
+                                                # options checked and typed
 
     program, trace = run_pipeline(lower(source, inputs), load_config("cpu_avx2"),
                                   verify=True, check=True)
@@ -17,15 +20,25 @@ a pass raises -- becomes a :class:`PassError` naming the entry (display name, po
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from typing import get_type_hints
 
 import numpy as np
 
-from stripe.config import Config, PassEntry
+from stripe.config import (
+    Config,
+    ConfigError,
+    PassEntry,
+    RawOptions,
+    build_dataclass,
+    type_name,
+)
 from stripe.dtypes import DType
 from stripe.errors import StripeError, VerifyError
 from stripe.interp import interpret
 from stripe.ir import Block
+from stripe.passes import REGISTRY, option_docs
 from stripe.verify import verify as verify_ir
 
 Trace = list[tuple[str, Block]]
@@ -52,17 +65,100 @@ class PassError(StripeError):
                          f"{what}: {detail}")
 
 
+# the pipeline builder: pass types and options ------------------------------------------------
+
+
+def resolve(config: Config) -> Config:
+    """``config`` with every pass entry's type checked against the registry and its options
+    typed (:class:`stripe.config.RawOptions` -> the pass's ``Options``); the same object
+    when there was nothing to do. An unknown type, an unknown option or a value of the
+    wrong type raises ConfigError with the file, the line and the valid choices."""
+    passes = tuple(_resolve_entry(e) for e in config.passes)
+    if all(new is old for new, old in zip(passes, config.passes)):
+        return config
+    return dataclasses.replace(config, passes=passes)
+
+
+def _resolve_entry(entry: PassEntry) -> PassEntry:
+    info = REGISTRY.get(entry.type)
+    if info is None:
+        message = (f"unknown pass type '{entry.type}'" if entry.type else
+                   "a pass entry needs 'type' (or the 'name' of a pass it overrides)")
+        raise ConfigError(message, entry.path, entry.type_line or entry.line, list(REGISTRY),
+                          "pass types")
+    if not isinstance(entry.options, RawOptions):
+        if not isinstance(entry.options, info.options):
+            raise ConfigError(f"pass '{entry.name}' ({entry.type}) has options of type "
+                              f"{type(entry.options).__name__}, not {entry.type}.Options",
+                              entry.path, entry.line)
+        return entry
+    options = build_dataclass(info.options, entry.options.items,
+                              f"the options of {entry.type}",
+                              ConfigError("", entry.path, entry.line),
+                              value_what=f"option '{{key}}' of {entry.type}",
+                              label=f"pass '{entry.name}' ({entry.type})")
+    return dataclasses.replace(entry, options=options)
+
+
+def describe_passes() -> str:
+    """Every registered pass with its summary and every option's type, default and meaning
+    (the fields of an option that is a dataclass, or a list of them, below it)."""
+    out: list[str] = []
+    for name, info in REGISTRY.items():
+        summary = info.summary.removeprefix(f"{name}:").strip()
+        out.append(f"{name}: {summary}")
+        out += _describe_fields(info.options, info.option_docs, "    ")
+        out.append("")
+    return "\n".join(out)
+
+
+def _describe_fields(cls: type, docs: Mapping[str, str], indent: str) -> list[str]:
+    out: list[str] = []
+    hints = get_type_hints(cls)
+    for fl in dataclasses.fields(cls):
+        if fl.default is not dataclasses.MISSING:
+            default = fl.default
+        elif fl.default_factory is not dataclasses.MISSING:
+            default = fl.default_factory()
+        else:
+            default = "required"
+        shown = list(default) if isinstance(default, tuple) else default
+        tp = hints[fl.name]
+        out.append(f"{indent}{fl.name}: {type_name(tp)} = {shown}")
+        out += [f"{indent}    {line}" for line in docs.get(fl.name, "").splitlines()]
+        nested = _nested_dataclass(tp)
+        if nested is not None:
+            out.append(f"{indent}    {nested.__name__}:")
+            out += _describe_fields(nested, option_docs(nested), indent + "        ")
+    return out
+
+
+def _nested_dataclass(tp: object) -> type | None:
+    """The dataclass an option of type ``tp`` holds (itself, in a list, or optional)."""
+    for arg in (tp, *getattr(tp, "__args__", ())):
+        if isinstance(arg, type) and dataclasses.is_dataclass(arg):
+            return arg
+    return None
+
+
+# running -------------------------------------------------------------------------------------
+
+
 def run_pipeline(program: Block, config: Config, *, verify: bool = False, check: bool = False,
                  inputs: Mapping[str, np.ndarray] | None = None) -> tuple[Block, Trace]:
-    """Run ``config.passes`` on ``program``; return the final block and the trace."""
+    """Run ``config.passes`` on ``program``; return the final block and the trace. A config
+    whose passes are not resolved yet (:func:`stripe.config.read_config`) is resolved first,
+    so that its mistakes surface before any pass runs."""
+    config = resolve(config)
     if verify:
         verify_ir(program)
     checker = _Checker(program, inputs) if check else None
     trace: Trace = [("lower", program)]
     block = program
     for index, entry in enumerate(config.passes):
+        info = REGISTRY[entry.type]
         try:
-            new = entry.info.run(block, entry.options)
+            new = info.run(block, entry.options, config.target)
         except Exception as e:  # any failure inside a pass is reported with its name
             raise PassError(entry, index, "failed", f"{type(e).__name__}: {e}") from e
         if new is not block:
@@ -151,4 +247,5 @@ def mismatch(got: np.ndarray, want: np.ndarray) -> str | None:
             f"{got[k]!r} instead of {want[k]!r}")
 
 
-__all__ = ["CHECK_SEED", "PassError", "Trace", "mismatch", "random_inputs", "run_pipeline"]
+__all__ = ["CHECK_SEED", "PassError", "Trace", "describe_passes", "mismatch", "random_inputs",
+           "resolve", "run_pipeline"]

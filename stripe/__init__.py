@@ -12,7 +12,7 @@ Public API::
 
 from __future__ import annotations
 
-from . import arrays
+from . import _checkout, arrays  # noqa: F401  (_checkout first: it maps the subpackages)
 from .affine import Affine
 from .codegen.build import CompileError
 from .compiler import Program, compile

@@ -27,12 +27,12 @@ import numpy as np
 
 from .arrays import aligned
 from .compiler import Program, build_settings, compile_program
-from .config import describe_configs, describe_passes, load_config
+from .config import describe_configs, load_config
 from .dtypes import DType, to_dtype
 from .errors import StripeError
 from .interp import interpret
 from .ir import Block
-from .passes.manager import run_pipeline
+from .passes.manager import describe_passes, run_pipeline
 from .printer import print_ir
 from .tile import lower
 

@@ -15,13 +15,17 @@ The schema (``docs/hwconfigs.md`` explains it with examples)::
     cflags: [-O3, -mavx2, -mfma]      # replaces the parent's list
     passes:                           # ordered
       - name: localize_tmps           # optional display name (default: the type)
-        type: localize                # a registered pass (stripe.passes.REGISTRY)
+        type: localize                # a registered pass (stripe passes lists them)
         options: {reqs: [main], ref_reqs: [tmp]}
         after: cleanup_early          # optional position (or before:), default: at the end
 
 Loading is strict: an unknown key, an unknown pass type, a value of the wrong type, a size
 that does not parse or a C flag outside the whitelist raises :class:`ConfigError` with the
-file, the line and the valid choices. ``extends`` merges the parent first: memories are
+file, the line and the valid choices. This module reads the file and builds the target
+(:mod:`stripe.target`); the pipeline builder of the pass layer
+(:func:`stripe.passes.manager.resolve`) checks the pass types and types the options, and
+:func:`load_config` does both. Option types may be frozen dataclasses (read from a mapping,
+with the same strictness) and lists of them. ``extends`` merges the parent first: memories are
 merged by ``name`` key by key, ``compute`` key by key, ``cflags`` and ``target`` are
 replaced, and a pass entry whose ``name`` is already in the list overrides that entry's
 options key by key (its ``type`` may be omitted, and may not change); new names are
@@ -30,6 +34,7 @@ appended, or placed by ``before:``/``after:``.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.resources
 import os
 import posixpath
@@ -42,8 +47,6 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
-
-from stripe.passes import REGISTRY, PassInfo
 
 from .errors import StripeError
 from .target import Compute, Memory, Target
@@ -87,8 +90,48 @@ class ConfigError(StripeError):
 
 
 @dataclass(frozen=True)
+class YamlValue:
+    """A value as written in a config file, kept with its place until its type is known.
+
+    ``kind`` is ``scalar`` (``value`` is a str, int, float, bool or None), ``list``
+    (``items`` are YamlValues) or ``mapping`` (``items`` are ``(key, value)`` pairs of
+    YamlValues, the keys strings). :func:`convert` reads it as a given type.
+    """
+
+    kind: Literal["scalar", "list", "mapping"]
+    value: object = None
+    items: tuple[Any, ...] = ()
+    path: str = ""
+    line: int | None = None
+
+    def error(self, message: str, choices: Sequence[str] = (),
+              kind: str = "choices") -> ConfigError:
+        return ConfigError(message, self.path, self.line, choices, kind)
+
+    def shown(self) -> str:
+        """How the value reads in a message."""
+        if self.kind != "scalar":
+            return f"a {self.kind}"
+        return "null" if self.value is None else f"{type(self.value).__name__} {self.value!r}"
+
+
+@dataclass(frozen=True)
+class RawOptions:
+    """A pass entry's options as read from YAML, before the pipeline builder
+    (:func:`stripe.passes.manager.resolve`) types them: ``(key, value)`` pairs, the keys
+    YamlValues too (their lines are where an unknown key is reported)."""
+
+    items: tuple[tuple[YamlValue, YamlValue], ...] = ()
+
+
+@dataclass(frozen=True)
 class PassEntry:
-    """One step of the pipeline: display ``name``, pass ``type`` and its typed options."""
+    """One step of the pipeline: display ``name``, pass ``type`` and its options.
+
+    A loaded config's entries hold the pass type's typed ``Options``; the entries of a
+    config just read from YAML (:func:`read_config`) hold :class:`RawOptions` until the
+    pipeline builder resolves them, and may name an unknown type (``""``: none given).
+    """
 
     name: str
     type: str
@@ -96,10 +139,8 @@ class PassEntry:
     path: str = ""
     """The file (and ``line``) that last set this entry, for messages."""
     line: int | None = None
-
-    @property
-    def info(self) -> PassInfo:
-        return REGISTRY[self.type]
+    type_line: int | None = None
+    """The line of the entry's ``type`` key (``line`` when it has none)."""
 
 
 @dataclass(frozen=True)
@@ -205,10 +246,22 @@ def _locate(ref: str, base: _Source | None, where: tuple[str, int | None]) -> _S
                       *where, choices=list(packaged), kind="configs")
 
 
-def load_config(target: str | os.PathLike[str]) -> Config:
-    """Load, merge (``extends``) and validate a config by shipped name or file path."""
+def read_config(target: str | os.PathLike[str]) -> Config:
+    """Read, merge (``extends``) and validate a config by shipped name or file path, all but
+    its passes' types and options: its entries hold :class:`RawOptions`."""
     source = _locate(os.fspath(target), None, ("", None))
     return _load_draft(source, ()).build(source)
+
+
+def load_config(target: str | os.PathLike[str]) -> Config:
+    """Load a config by shipped name or file path: :func:`read_config`, then the pipeline
+    builder (:func:`stripe.passes.manager.resolve`) checks every pass type and types every
+    pass's options, so that any mistake in the file raises ConfigError here."""
+    # The pass layer sits above this module: it is imported when a config is loaded, not
+    # when this module is.
+    from stripe.passes.manager import resolve
+
+    return resolve(read_config(target))
 
 
 # YAML nodes with their lines -----------------------------------------------------------------
@@ -305,6 +358,25 @@ class _File:
         return value
 
 
+    def value(self, node: yaml.Node) -> YamlValue:
+        """The node's YAML value tree with its lines (a duplicate mapping key is an error)."""
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.SequenceNode):
+            return YamlValue("list", items=tuple(self.value(n) for n in node.value),
+                             path=self.path, line=line)
+        if isinstance(node, yaml.MappingNode):
+            pairs = tuple((self.value(k), self.value(v)) for k, v in node.value)
+            seen: set[object] = set()
+            for key, _ in pairs:
+                if key.kind != "scalar" or not isinstance(key.value, str):
+                    raise key.error(f"a key must be a string, got {key.shown()}")
+                if key.value in seen:
+                    raise key.error(f"duplicate key '{key.value}'")
+                seen.add(key.value)
+            return YamlValue("mapping", items=pairs, path=self.path, line=line)
+        return YamlValue("scalar", self.scalar(node), path=self.path, line=line)
+
+
 def _shown(value: object) -> str:
     if isinstance(value, yaml.Node):
         return "a mapping" if isinstance(value, yaml.MappingNode) else "a list"
@@ -328,7 +400,9 @@ def type_name(tp: object) -> str:
 
 
 def check_option_type(tp: object) -> None:
-    """Raise TypeError unless the config loader can read values of type ``tp``."""
+    """Raise TypeError unless the config loader can read values of type ``tp``: ``bool``,
+    ``int``, ``float``, ``str``, ``Literal`` of strings, ``tuple[T, ...]``, ``T | None``,
+    and frozen dataclasses whose fields are of such types (read from a YAML mapping)."""
     origin, args = get_origin(tp), get_args(tp)
     if tp in (bool, int, float, str):
         return
@@ -338,31 +412,77 @@ def check_option_type(tp: object) -> None:
         return check_option_type(args[0])
     if origin in (Union, types.UnionType) and len(args) == 2 and type(None) in args:
         return check_option_type(next(a for a in args if a is not type(None)))
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not tp.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+            raise TypeError(f"option type {tp.__name__} must be a frozen dataclass")
+        hints = get_type_hints(tp)
+        for f in fields(tp):
+            check_option_type(hints[f.name])
+        return
     raise TypeError(f"unsupported option type {tp!r}")
 
 
-def _convert(f: _File, node: yaml.Node, tp: object, what: str) -> object:
-    """The value of ``node`` as type ``tp`` (see :func:`check_option_type`), strictly."""
+def convert(value: YamlValue, tp: object, what: str) -> object:
+    """``value`` as type ``tp`` (see :func:`check_option_type`), strictly: a value of
+    another type raises ConfigError with the file and line where it was written."""
     origin, args = get_origin(tp), get_args(tp)
-    value = f.scalar(node)
     if origin in (Union, types.UnionType):
-        if value is None:
+        if value.kind == "scalar" and value.value is None:
             return None
-        return _convert(f, node, next(a for a in args if a is not type(None)), what)
+        return convert(value, next(a for a in args if a is not type(None)), what)
     if origin is tuple:
-        return tuple(_convert(f, n, args[0], f"an element of {what}")
-                     for n in f.sequence(node, f"{what} ({type_name(tp)})"))
+        if value.kind != "list":
+            raise value.error(f"{what} ({type_name(tp)}) must be a list, got {value.shown()}")
+        return tuple(convert(v, args[0], f"an element of {what}") for v in value.items)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if value.kind != "mapping":
+            raise value.error(f"{what} ({tp.__name__}) must be a mapping, got {value.shown()}")
+        return build_dataclass(tp, value.items, what, value)
+    if value.kind != "scalar":
+        raise value.error(f"{what} must be {type_name(tp)}, got {value.shown()}")
+    v = value.value
     if origin is Literal:
-        if value not in args:
-            raise f.error(node, f"{what} cannot be {_shown(value)}", [str(a) for a in args])
-        return value
-    ok = {bool: isinstance(value, bool),
-          int: isinstance(value, int) and not isinstance(value, bool),
-          float: isinstance(value, (int, float)) and not isinstance(value, bool),
-          str: isinstance(value, str)}[tp]  # type: ignore[index]
+        if v not in args:
+            raise value.error(f"{what} cannot be {value.shown()}", [str(a) for a in args])
+        return v
+    ok = {bool: isinstance(v, bool),
+          int: isinstance(v, int) and not isinstance(v, bool),
+          float: isinstance(v, (int, float)) and not isinstance(v, bool),
+          str: isinstance(v, str)}[tp]  # type: ignore[index]
     if not ok:
-        raise f.error(node, f"{what} must be {type_name(tp)}, got {_shown(value)}")
-    return float(value) if tp is float else value  # type: ignore[arg-type]
+        raise value.error(f"{what} must be {type_name(tp)}, got {value.shown()}")
+    return float(v) if tp is float else v  # type: ignore[arg-type]
+
+
+def build_dataclass(cls: type, items: Sequence[tuple[YamlValue, YamlValue]], what: str,
+                    where: YamlValue | ConfigError, value_what: str = "'{key}' of {what}",
+                    label: str | None = None) -> Any:
+    """An instance of the dataclass ``cls`` from YAML ``(key, value)`` pairs: every key a
+    field, every value converted to the field's type, every field without a default given.
+    A ``ValueError`` of the class's ``__post_init__`` becomes a ConfigError at ``where`` (a
+    value, or a ConfigError that carries the place), its message prefixed by ``label``
+    (default ``what``). ``value_what`` names a value in messages."""
+    hints = get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    kwargs: dict[str, object] = {}
+    for key, value in items:
+        name = str(key.value)
+        if name not in names:
+            raise key.error(f"unknown key '{name}' in {what}", sorted(names), "keys")
+        kwargs[name] = convert(value, hints[name], value_what.format(key=name, what=what))
+    for f in fields(cls):
+        if f.name not in kwargs and f.default is MISSING and f.default_factory is MISSING:
+            raise _at(where, f"{what} needs the key '{f.name}'")
+    try:
+        return cls(**kwargs)
+    except ValueError as e:
+        raise _at(where, f"{label or what}: {e}") from e
+
+
+def _at(where: YamlValue | ConfigError, message: str) -> ConfigError:
+    if isinstance(where, YamlValue):
+        return where.error(message)
+    return ConfigError(message, where.path, where.line)
 
 
 # cflags --------------------------------------------------------------------------------------
@@ -400,9 +520,10 @@ def cflag_ok(flag: str) -> bool:
 class _PassDraft:
     name: str
     type: str
-    options: dict[str, object]
+    options: dict[str, tuple[YamlValue, YamlValue]]
     path: str
     line: int
+    type_line: int | None
 
 
 @dataclass
@@ -416,15 +537,10 @@ class _Draft:
 
     def build(self, source: _Source) -> Config:
         memories = tuple(Memory(**m) for m in self.memories.values())
-        passes = []
-        for p in self.passes:
-            try:
-                options = REGISTRY[p.type].options(**p.options)
-            except ValueError as e:
-                raise ConfigError(f"pass '{p.name}' ({p.type}): {e}", p.path, p.line) from e
-            passes.append(PassEntry(p.name, p.type, options, p.path, p.line))
+        passes = tuple(PassEntry(p.name, p.type, RawOptions(tuple(p.options.values())),
+                                 p.path, p.line, p.type_line) for p in self.passes)
         target = Target(self.target, memories, Compute(**self.compute), self.cflags)
-        return Config(source.name, target, tuple(passes), source.display, self.extends)
+        return Config(source.name, target, passes, source.display, self.extends)
 
 
 def _load_draft(source: _Source, chain: tuple[str, ...]) -> _Draft:
@@ -488,39 +604,34 @@ def _cflags(f: _File, node: yaml.Node) -> tuple[str, ...]:
 
 
 def _merge_pass(f: _File, item: yaml.Node, passes: list[_PassDraft], seen: set[str]) -> None:
-    """Add one ``passes:`` entry to ``passes``, or override the entry of the same name."""
+    """Add one ``passes:`` entry to ``passes``, or override the entry of the same name. The
+    pipeline builder checks the pass type and the options."""
     keys = f.mapping(item, "a pass entry", PASS_KEYS)
     given = f.string(keys["type"], "pass type") if "type" in keys else None
     name = f.string(keys["name"], "pass name") if "name" in keys else given
     old = next((p for p in passes if p.name == name), None)
-    if name is None or (given is None and old is None):
-        raise f.error(item, "a pass entry needs 'type' (or the 'name' of a pass it overrides)",
-                      list(REGISTRY), "pass types")
-    if given is not None and given not in REGISTRY:
-        raise f.error(keys["type"], f"unknown pass type '{given}'", list(REGISTRY),
-                      "pass types")
+    line = item.start_mark.line + 1
     if given is not None and old is not None and old.type != given:
         raise f.error(keys["type"], f"pass '{name}' is a {old.type} in {old.path}; an "
                       f"override cannot change its type")
-    if name in seen:
+    if name is not None and name in seen:
         raise f.error(item, f"pass name '{name}' is used twice; give one a 'name:'")
-    seen.add(name)
-    ptype = given if given is not None else old.type  # type: ignore[union-attr]
+    seen.add(name or "")
+    if given is not None:
+        ptype, type_line = given, keys["type"].start_mark.line + 1
+    elif old is not None:
+        ptype, type_line = old.type, old.type_line
+    else:  # neither a type nor a pass to override: the builder says so, with the types
+        ptype, type_line = "", line
     options = dict(old.options) if old is not None else {}
-    if "options" in keys:
-        options.update(_options(f, keys["options"], REGISTRY[ptype]))
-    entry = _PassDraft(name, ptype, options, f.path, item.start_mark.line + 1)
+    if "options" in keys and not (isinstance(keys["options"], yaml.ScalarNode)
+                                  and f.scalar(keys["options"]) is None):
+        value = f.value(keys["options"])
+        if value.kind != "mapping":
+            raise value.error(f"the options of {name} must be a mapping, got {value.shown()}")
+        options.update({str(k.value): (k, v) for k, v in value.items})
+    entry = _PassDraft(name or "", ptype, options, f.path, line, type_line)
     _place(f, keys, passes, old, entry)
-
-
-def _options(f: _File, node: yaml.Node, info: PassInfo) -> dict[str, object]:
-    if isinstance(node, yaml.ScalarNode) and f.scalar(node) is None:
-        return {}
-    hints = get_type_hints(info.options)
-    valid = [x.name for x in fields(info.options)]
-    keys = f.mapping(node, f"the options of {info.name}", valid)
-    return {k: _convert(f, v, hints[k], f"option '{k}' of {info.name}")
-            for k, v in keys.items()}
 
 
 def _place(f: _File, keys: dict[str, yaml.Node], passes: list[_PassDraft],
@@ -544,24 +655,6 @@ def _place(f: _File, keys: dict[str, yaml.Node], passes: list[_PassDraft],
 
 
 # descriptions for the command line -----------------------------------------------------------
-
-
-def describe_passes() -> str:
-    """Every registered pass with its summary and every option's type, default and meaning."""
-    out: list[str] = []
-    for name, info in REGISTRY.items():
-        summary = info.summary.removeprefix(f"{name}:").strip()
-        out.append(f"{name}: {summary}")
-        hints = get_type_hints(info.options)
-        for fl in fields(info.options):
-            default = fl.default
-            if default is MISSING:
-                default = fl.default_factory()  # type: ignore[misc]
-            shown = list(default) if isinstance(default, tuple) else default
-            out.append(f"    {fl.name}: {type_name(hints[fl.name])} = {shown}")
-            out += [f"        {line}" for line in info.option_docs[fl.name].splitlines()]
-        out.append("")
-    return "\n".join(out)
 
 
 def describe_configs() -> str:
@@ -594,7 +687,7 @@ def _bytes(n: int) -> str:
 
 
 __all__ = [
-    "Compute", "Config", "ConfigError", "Memory", "PassEntry", "Target", "cflag_ok",
-    "check_option_type",
-    "describe_configs", "describe_passes", "list_configs", "load_config", "type_name",
+    "Compute", "Config", "ConfigError", "Memory", "PassEntry", "RawOptions", "Target",
+    "YamlValue", "build_dataclass", "cflag_ok", "check_option_type", "convert",
+    "describe_configs", "list_configs", "load_config", "read_config", "type_name",
 ]

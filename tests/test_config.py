@@ -13,13 +13,14 @@ from stripe.config import (
     CONFIG_KEYS,
     ConfigError,
     cflag_ok,
+    check_option_type,
     describe_configs,
-    describe_passes,
     list_configs,
     load_config,
 )
 from stripe.errors import StripeError
-from stripe.passes import REGISTRY, cleanup, localize
+from stripe.passes import REGISTRY, PassInfo, cleanup, localize, option_docs
+from stripe.passes.manager import describe_passes
 from stripe.target import DEFAULT_CACHE_LINE, HOST, Memory, Target
 
 
@@ -62,11 +63,14 @@ def test_cpu_avx2_extends_cpu_generic():
     # temporaries, then runs the BLIS-like contraction pipeline, then shares kernels among
     # its cores.
     generic_names = [p.name for p in generic.passes]
-    assert [p.name for p in avx2.passes] == generic_names[:1] + ["fuse_rows"] + generic_names[
-        1:] + ["pad", "edges", "tile_l2", "pack", "hoist_copies", "fuse_epilogue",
-               "localize_epilogue", "tile_l1", "microkernel",
-               "fold_init", "threads", "threads_init", "threads_pad", "threads_tiles",
-               "reorder_shares"]
+    own = ["fuse_rows", "pad", "edges", "tile_l2", "pack", "hoist_copies", "fuse_epilogue",
+           "localize_epilogue", "tile_l1", "microkernel", "fold_init", "threads",
+           "threads_init", "threads_pad", "threads_tiles", "reorder_shares"]
+    names = [p.name for p in avx2.passes]
+    assert [n for n in names if n in own] == own
+    assert [n for n in names if n in generic_names] == generic_names
+    assert names[:2] == ["cleanup_early", "fuse_rows"]
+    assert names.index("cleanup") < names.index("pad")
 
 
 def test_descriptions_list_every_pass_option_and_config():
@@ -406,3 +410,145 @@ def test_unknown_config_name():
     with pytest.raises(ConfigError, match="unknown config 'cpu_nothing'") as err:
         load_config("cpu_nothing")
     assert "cpu_generic" in err.value.choices
+
+
+# nested option types -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Dim:
+    """One dimension of a test shape."""
+
+    name: str
+    """The dimension's name."""
+    size: int = -1
+    """Its length; -1: any."""
+    strides: tuple[int, ...] = ()
+    """Strides along it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A test shape: a cost and its dimensions."""
+
+    cost: float = 1.0
+    """What one point costs."""
+    dims: tuple[Dim, ...] = ()
+    """The dimensions, outermost first."""
+
+    def __post_init__(self) -> None:
+        if not self.dims:
+            raise ValueError("a shape needs at least one dimension")
+
+
+@dataclasses.dataclass(frozen=True)
+class NestedOptions:
+    """Options of a test pass with structured values."""
+
+    shapes: tuple[Shape, ...] = ()
+    """Shapes to try, in order."""
+    main: Shape | None = None
+    """The preferred shape; null: none."""
+    scale: int = 1
+    """A plain option beside them."""
+
+
+@pytest.fixture
+def nested_pass(monkeypatch: pytest.MonkeyPatch) -> str:
+    info = PassInfo("nested_test", NestedOptions, lambda block, options: block,
+                    "nested_test: a pass whose options nest dataclasses.",
+                    option_docs(NestedOptions))
+    monkeypatch.setitem(REGISTRY, info.name, info)
+    return info.name
+
+
+NESTED = """
+target: t
+passes:
+  - type: nested_test
+    options:
+      scale: 2
+      main: {cost: 1.5, dims: [{name: m, size: 6}, {name: k}]}
+      shapes:
+        - dims: [{name: m, size: 6, strides: [-1, 0]}, {name: n, size: 16}]
+        - cost: 8
+          dims:
+            - name: k
+"""
+
+
+def test_nested_options_load(tmp_path: Path, nested_pass: str):
+    check_option_type(tuple[Shape, ...])
+    check_option_type(Shape | None)
+    cfg = load_config(write(tmp_path, NESTED))
+    assert cfg.passes[0].options == NestedOptions(
+        shapes=(Shape(dims=(Dim("m", 6, (-1, 0)), Dim("n", 16))), Shape(8.0, (Dim("k"),))),
+        main=Shape(1.5, (Dim("m", 6), Dim("k"))), scale=2)
+    # an override replaces a nested value whole, and null clears an optional one
+    child = write(tmp_path, f"""
+target: child
+extends: {tmp_path / "x.yaml"}
+passes:
+  - {{name: nested_test, options: {{main: null, shapes: [{{dims: [{{name: z}}]}}]}}}}
+""", "child.yaml")
+    over = load_config(child).passes[0].options
+    assert over == NestedOptions(shapes=(Shape(dims=(Dim("z"),)),), scale=2)
+
+
+@pytest.mark.parametrize("options, line, message, choices", [
+    # an unknown key of a nested mapping: its line and the valid keys
+    ("main: {dims: [{name: m, sise: 6}]}", 5,
+     "unknown key 'sise' in an element of 'dims' of option 'main' of nested_test",
+     ("name", "size", "strides")),
+    ("shapes:\n        - dims: [{name: m}]\n          costs: 2", 7,
+     "unknown key 'costs' in an element of option 'shapes' of nested_test",
+     ("cost", "dims")),
+    # a value of the wrong type, however deep
+    ("shapes:\n        - dims:\n            - {name: m, size: six}", 7,
+     "'size' of an element of 'dims' of an element of option 'shapes' of nested_test must "
+     "be int, got str 'six'", ()),
+    ("main: [1, 2]", 5, "option 'main' of nested_test (Shape) must be a mapping, got a list",
+     ()),
+    ("shapes: {dims: []}", 5, "option 'shapes' of nested_test (list of Shape) must be a list",
+     ()),
+    # a field without a default, missing
+    ("main: {dims: [{size: 6}]}", 5,
+     "an element of 'dims' of option 'main' of nested_test needs the key 'name'", ()),
+    # the nested class's own check (__post_init__), at the mapping's line
+    ("shapes:\n        - {cost: 2}", 6,
+     "an element of option 'shapes' of nested_test: a shape needs at least one dimension",
+     ()),
+])
+def test_nested_option_errors(tmp_path: Path, nested_pass: str, options: str, line: int,
+                              message: str, choices: tuple[str, ...]):
+    e = error(tmp_path, f"""
+target: t
+passes:
+  - type: nested_test
+    options:
+      {options}
+""")
+    assert e.line == line and message in str(e), str(e)
+    assert e.choices == choices
+
+
+def test_option_types_must_be_frozen_dataclasses():
+    @dataclasses.dataclass
+    class Loose:
+        x: int = 0
+
+    with pytest.raises(TypeError, match="frozen"):
+        check_option_type(tuple[Loose, ...])
+    with pytest.raises(TypeError, match="unsupported"):
+        check_option_type(dict[str, int])
+
+
+def test_stripe_passes_shows_nested_fields(nested_pass: str):
+    text = describe_passes()
+    block = text[text.index("nested_test:"):]
+    assert "    shapes: list of Shape = []" in block
+    assert "        Shape:" in block
+    assert "            dims: list of Dim = []" in block
+    assert "                Dim:" in block
+    assert "                    name: str = required" in block
+    assert "                        The dimension's name." in block

@@ -165,7 +165,7 @@ def test_threaded_pad_fills_keep_each_others_writes(tmp_path: Path):
     script = textwrap.dedent("""
         import numpy as np
         from stripe import interpret, lower
-        from stripe.config import Config, PassEntry
+        from stripe.config import Config, PassEntry, Target
         from stripe.compiler import compile_program
         from stripe.passes import REGISTRY
         from stripe.passes.manager import run_pipeline
@@ -175,7 +175,7 @@ def test_threaded_pad_fills_keep_each_others_writes(tmp_path: Path):
         steps = [("boundary", {"reqs": ("all",)}),
                  ("pad", {"reqs": ("contraction",), "max_overhead": 1.0}),
                  ("threads", {"reqs": ("kernel",), "num_threads": 2, "min_work": 1})]
-        config = Config("race", "race", passes=tuple(
+        config = Config("race", Target("race"), passes=tuple(
             PassEntry(f"{kind}_{k}", kind, REGISTRY[kind].options(**opts))
             for k, (kind, opts) in enumerate(steps)))
         rng = np.random.default_rng(0)

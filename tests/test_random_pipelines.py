@@ -29,7 +29,7 @@ from test_random_programs import Program, programs
 import stripe
 from stripe.codegen.microkernel import Vector
 from stripe.compiler import compile_program
-from stripe.config import Config, PassEntry
+from stripe.config import Config, PassEntry, Target
 from stripe.passes import REGISTRY
 from stripe.passes.manager import run_pipeline
 
@@ -180,7 +180,7 @@ def test_random_pipeline_keeps_the_meaning(prog: Program, passes: tuple[PassEntr
     arrays = {n: random_array(rng, s, t, *ranges.get(n, (None, None)))
               for n, (s, t) in prog.inputs.items()}
     program = stripe.lower(prog.source, arrays)
-    config = Config("random", "random", passes=passes)
+    config = Config("random", Target("random"), passes=passes)
     final, trace = run_pipeline(program, config, verify=True, check=True, inputs=arrays)
     if in_c == 0:  # one example in four also in C, over outputs filled with 0xFF bytes
         want = stripe.interpret(program, arrays)
@@ -237,7 +237,7 @@ def test_hoist_on_random_packed_tiles(template: str, sizes: tuple[int, int, int]
     rng = np.random.default_rng(seed)
     arrays = {n: random_array(rng, s, dtype) for n, s in shapes(*sizes).items()}
     program = stripe.lower(source, arrays)
-    final, trace = run_pipeline(program, Config("hoist", "hoist", passes=passes),
+    final, trace = run_pipeline(program, Config("hoist", Target("hoist"), passes=passes),
                                 verify=True, check=True, inputs=arrays)
     names = [name for name, _ in trace]
     k = next(i for i, e in enumerate(passes) if e.type == "hoist")
