@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS, OPS_BY_NAME, random_inputs
+from passcheck import assert_rewrites, run_and_check
 
-from stripe import interpret, lower, parse_ir, print_ir, verify
+from stripe import interpret, lower, parse_ir, verify
 from stripe.codegen.c_emitter import emit_c
 from stripe.compiler import compile_program
-from stripe.ir import Block
 from stripe.passes import REGISTRY, autotile, threads
 from stripe.passes.threads import Options
 
@@ -109,13 +109,6 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache"
 
 
-def check_same_results(before: Block, after: Block, arrays: dict[str, np.ndarray]) -> None:
-    verify(after)
-    want, got = interpret(before, arrays), interpret(after, arrays)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
-
-
 def matmul_arrays() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(3)
     return {"A": rng.standard_normal((8, 5)).astype(np.float32),
@@ -123,10 +116,8 @@ def matmul_arrays() -> dict[str, np.ndarray]:
 
 
 def test_matmul_on_four_threads():
-    program = parse_ir(MATMUL)
-    after = threads.run(program, Options(reqs=("kernel",), num_threads=4))
-    assert print_ir(after) == print_ir(parse_ir(THREADED))
-    check_same_results(program, after, matmul_arrays())
+    assert_rewrites(threads.run, MATMUL, THREADED, Options(reqs=("kernel",), num_threads=4),
+                    arrays=matmul_arrays())
 
 
 def test_the_emitted_c_has_an_openmp_loop_over_the_threads():
@@ -214,10 +205,10 @@ def test_reductions_are_never_threaded():
     assert threads.run(program, Options(reqs=("contraction",), num_threads=4)) is program
     row_sum = OPS_BY_NAME["sum_axis0"]  # O[n] = +(I[m, n])
     program = lower(row_sum.source, row_sum.input_specs())
-    after = threads.run(program, Options(reqs=("contraction",), num_threads=4))
+    after = run_and_check(threads.run, program, Options(reqs=("contraction",), num_threads=4),
+                          random_inputs(row_sum))
     outer = next(b for _, b in after.walk() if "contraction" in b.tags)
     assert outer.idx_names == ("n",) and "threads" in outer.tags
-    check_same_results(program, after, random_inputs(row_sum))
 
 
 def test_nothing_to_do_returns_the_same_object():
@@ -257,9 +248,9 @@ CATALOGUE = ["matmul", "batched_matmul", "conv1d_same", "conv2d", "depthwise_con
 def test_catalogue_programs_keep_their_results(name):
     op = OPS_BY_NAME[name]
     program = lower(op.source, op.input_specs())
-    after = threads.run(program, Options(reqs=("kernel",), num_threads=4))
+    after = run_and_check(threads.run, program, Options(reqs=("kernel",), num_threads=4),
+                          random_inputs(op))
     assert after is not program
-    check_same_results(program, after, random_inputs(op))
 
 
 @pytest.mark.parametrize("name", ["matmul", "conv2d", "bias_relu"])
@@ -277,8 +268,6 @@ def test_c_back_end_agrees(name, cache):
 
 def test_parts_per_thread_makes_more_shares_than_threads() -> None:
     import math
-
-    from passcheck import run_and_check
 
     src = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
     program = lower(src, {"A": ((64, 8), "float32"), "B": ((8, 48), "float32")})
@@ -346,8 +335,7 @@ SPLIT = Options(reqs=("kernel",), num_threads=3, split_reductions=True, split_mi
 def test_split_reductions_keep_every_catalogue_result(name):
     op = OPS_BY_NAME[name]
     program = lower(op.source, op.input_specs())
-    after = threads.run(program, SPLIT)
-    check_same_results(program, after, random_inputs(op))
+    after = run_and_check(threads.run, program, SPLIT, random_inputs(op))
     split = [b for _, b in after.walk() if threads.SPLIT in b.tags]
     if name in ("sum_all", "max_all_negative", "trace"):
         assert split, "no index owns the output: the reduction is split"
@@ -374,11 +362,10 @@ def test_split_reductions_on_odd_ranges_and_other_aggregations(src, dtype, n):
         x = (1 + rng.uniform(-1e-3, 1e-3, shape)).astype(dtype)  # a product stays near 1
     else:
         x = rng.integers(-100, 100, shape).astype(dtype)
-    after = threads.run(program, SPLIT)
+    after = run_and_check(threads.run, program, SPLIT, {"X": x})
     [wrapper] = [b for _, b in after.walk() if threads.SPLIT in b.tags]
     [part] = [r for r in wrapper.refs if r.is_alloc]
     assert part.shape.sizes[0] == 3 and part.shape.strides[0] * x.itemsize % 64 == 0
-    check_same_results(program, after, {"X": x})
     got = compile_program(after)(X=x)["S"]
     want = interpret(program, {"X": x})["S"]
     np.testing.assert_allclose(got, want, rtol=1e-6)
