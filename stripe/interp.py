@@ -48,6 +48,7 @@ import numpy as np
 from .affine import Affine
 from .dtypes import DType
 from .errors import InterpreterError
+from .intrinsics import INTRINSICS_TABLE, NotDefined
 from .ir import (
     INTRINSICS,
     AggOp,
@@ -594,80 +595,15 @@ _HANDLERS: dict[type, Callable[..., None]] = {
 # intrinsics -----------------------------------------------------------------------------------
 
 def apply_intrinsic(name: str, dtype: DType, args: list[Array], path: str = "") -> Array:
-    """``name(args)`` with result type ``dtype``, by the rules of docs/semantics.md."""
-    t = dtype.np
-    if name in _COMPARE:
-        common = np.promote_types(args[0].dtype, args[1].dtype)
-        return _COMPARE[name](args[0].astype(common), args[1].astype(common)).astype(t)
-    if name in _LOGICAL:
-        return _LOGICAL[name](*(a.astype(bool) for a in args)).astype(t)
-    if name == "cond":
-        return np.where(args[0].astype(bool), args[1].astype(t), args[2].astype(t))
-    if name in ("cast", "assign"):
-        return args[0].astype(t)
-    xs = [a.astype(t) for a in args]
-    if dtype is DType.BOOL:  # C computes on _Bool as int, then converts back
-        xs = [x.astype(np.int64) for x in xs]
-    op = (_FLOAT_OPS if xs[0].dtype.kind == "f" else _INT_OPS).get(name)
-    if op is None:
-        raise InterpreterError(f"intrinsic '{name}' is not defined on {dtype}", path)
-    return op(*xs).astype(t)
-
-
-def _c_div(a: Array, b: Array) -> Array:
-    """C integer division: truncates toward zero; by 0 gives 0 (as the C back end)."""
-    safe = np.where(b == 0, 1, b)
-    q = a // safe
-    q = q + ((a % safe != 0) & ((a < 0) != (safe < 0)))
-    return np.where(b == 0, 0, q).astype(a.dtype)
-
-
-def _c_mod(a: Array, b: Array) -> Array:
-    """C ``%``: the sign of the dividend; by 0 gives 0 (as the C back end)."""
-    return np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))).astype(a.dtype)
-
-
-def _int_pow(a: Array, b: Array) -> Array:
-    """Exact integer power in int64; a negative exponent gives ``1/a**-b`` truncated."""
-    base, exp = a.astype(np.int64), b.astype(np.int64)
-    positive = np.power(base, np.maximum(exp, 0))
-    negative = np.where(base == 1, 1, np.where(base == -1, 1 - 2 * (exp & 1), 0))
-    return np.where(exp < 0, negative, positive)
-
-
-def _via_float64(fn: np.ufunc) -> Callable[[Array], Array]:
-    """A math function on integers: computed in double, truncated back (as C would)."""
-    return lambda x: fn(x.astype(np.float64))
-
-
-def _identity(x: Array) -> Array:
-    return x
-
-
-_COMPARE: dict[str, np.ufunc] = {
-    "cmp_eq": np.equal, "cmp_ne": np.not_equal, "cmp_lt": np.less, "cmp_le": np.less_equal,
-    "cmp_gt": np.greater, "cmp_ge": np.greater_equal,
-}
-_LOGICAL: dict[str, np.ufunc] = {
-    "and": np.logical_and, "or": np.logical_or, "not": np.logical_not,
-}
-_COMMON_OPS: dict[str, Callable[..., Array]] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "neg": np.negative,
-    "abs": np.abs, "min": np.minimum, "max": np.maximum,
-}
-_FLOAT_OPS: dict[str, Callable[..., Array]] = {
-    **_COMMON_OPS, "div": np.true_divide, "mod": np.fmod, "pow": np.power,
-    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "sin": np.sin,
-    "cos": np.cos, "floor": np.floor, "ceil": np.ceil,
-}
-_INT_OPS: dict[str, Callable[..., Array]] = {
-    **_COMMON_OPS, "div": _c_div, "mod": _c_mod, "pow": _int_pow,
-    "exp": _via_float64(np.exp), "log": _via_float64(np.log), "sqrt": _via_float64(np.sqrt),
-    "tanh": _via_float64(np.tanh), "sin": _via_float64(np.sin), "cos": _via_float64(np.cos),
-    "floor": _identity, "ceil": _identity,
-    "bit_and": np.bitwise_and, "bit_or": np.bitwise_or, "bit_xor": np.bitwise_xor,
-    "bit_not": np.invert, "shl": np.left_shift, "shr": np.right_shift,
-}
+    """``name(args)`` with result type ``dtype``, by the rules of docs/semantics.md (the
+    numpy column of :mod:`stripe.intrinsics`)."""
+    info = INTRINSICS_TABLE.get(name)
+    if info is None:
+        raise InterpreterError(f"unknown intrinsic '{name}'", path)
+    try:
+        return info.numpy(dtype, args)
+    except NotDefined as e:
+        raise InterpreterError(f"intrinsic '{name}' is not defined on {dtype}", path) from e
 
 
 # specials -------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from typing import Union
 
 from .affine import Affine
 from .dtypes import DType
+from .intrinsics import ARITY
 
 
 def tags(*names: str) -> frozenset[str]:
@@ -246,20 +247,14 @@ class Constant:
     tags: frozenset[str] = frozenset()
 
 
-# Intrinsic names, with their arity. ``cast`` converts to the intrinsic's dtype.
-INTRINSICS: dict[str, int] = {
-    "assign": 1, "neg": 1, "abs": 1, "exp": 1, "log": 1, "sqrt": 1, "tanh": 1, "sin": 1,
-    "cos": 1, "floor": 1, "ceil": 1, "cast": 1, "not": 1, "bit_not": 1,
-    "add": 2, "sub": 2, "mul": 2, "div": 2, "mod": 2, "pow": 2, "min": 2, "max": 2,
-    "cmp_eq": 2, "cmp_ne": 2, "cmp_lt": 2, "cmp_le": 2, "cmp_gt": 2, "cmp_ge": 2,
-    "and": 2, "or": 2, "bit_and": 2, "bit_or": 2, "bit_xor": 2, "shl": 2, "shr": 2,
-    "cond": 3,
-}
+INTRINSICS: dict[str, int] = ARITY
+"""Intrinsic names, with their arity (the table of :mod:`stripe.intrinsics`)."""
 
 
 @dataclass(frozen=True)
 class Intrinsic:
-    """A scalar operation: ``outputs = name(inputs)``; ``dtype`` is the result type."""
+    """A scalar operation: ``outputs = name(inputs)``; ``dtype`` is the result type. The
+    names, arities and meanings are the rows of :mod:`stripe.intrinsics`."""
 
     name: str
     inputs: tuple[str, ...]

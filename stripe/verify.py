@@ -48,8 +48,8 @@ from typing import NamedTuple
 
 from .affine import Affine
 from .errors import VerifyError
+from .intrinsics import INTRINSICS_TABLE
 from .ir import (
-    INTRINSICS,
     SPECIAL_ARITY,
     SPECIALS,
     AggOp,
@@ -265,10 +265,13 @@ def _ref_use(block: Block, name: str, what: str, *, write: bool) -> Iterator[str
 
 
 def _intrinsic_problems(s: Intrinsic, scalars: _Scalars) -> Iterator[str]:
-    if s.name not in INTRINSICS:
+    info = INTRINSICS_TABLE.get(s.name)
+    if info is None:
         yield f"unknown intrinsic '{s.name}'"
-    elif len(s.inputs) != INTRINSICS[s.name]:
-        yield f"intrinsic '{s.name}' takes {INTRINSICS[s.name]} inputs, got {len(s.inputs)}"
+    elif len(s.inputs) != info.arity:
+        yield f"intrinsic '{s.name}' takes {info.arity} inputs, got {len(s.inputs)}"
+    elif info.result == "integer" and s.dtype.is_float:
+        yield f"intrinsic '{s.name}' is not defined on {s.dtype.long_name}"
     if len(s.outputs) != 1:
         yield f"intrinsic '{s.name}' has {len(s.outputs)} outputs (must be 1)"
     for x in s.inputs:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..dtypes import DType, promote
 from ..errors import ShapeError, TileError, TypeError_
+from ..intrinsics import INTRINSICS_TABLE
 from . import ast as A
 from .shapes import TensorInfo, broadcast, c_div, c_mod
 
@@ -95,14 +96,20 @@ class _Weak:
 
 INDEX_DTYPE = DType.INT32
 
-_ARITH = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod"}
-_COMPARE = {"==": "cmp_eq", "!=": "cmp_ne", "<": "cmp_lt", ">": "cmp_gt", "<=": "cmp_le",
-            ">=": "cmp_ge"}
-_LOGIC = {"&&": "and", "||": "or"}
-_BITS = {"&": "bit_and", "|": "bit_or", "^": "bit_xor", "<<": "shl", ">>": "shr"}
-_FLOAT_FNS = ("exp", "log", "sqrt", "tanh", "sin", "cos")
-_SAME_FNS = ("abs", "floor", "ceil")
-_BINARY_FNS = ("pow", "min", "max")
+# Tile's operators and functions, from the intrinsics table (its ``tile`` column)
+_TABLE = INTRINSICS_TABLE.values()
+_UNARY = {i.tile: i.name for i in _TABLE if i.arity == 1 and i.tile and not i.is_function}
+_OPERATORS = {i.tile: i for i in _TABLE if i.arity == 2 and not i.is_function}
+_ARITH = {op: i.name for op, i in _OPERATORS.items() if i.result == "common"}
+_COMPARE = {op: i.name for op, i in _OPERATORS.items()
+            if i.result == "bool" and i.name.startswith("cmp_")}
+_LOGIC = {op: i.name for op, i in _OPERATORS.items()
+          if i.result == "bool" and op not in _COMPARE}
+_BITS = {op: i.name for op, i in _OPERATORS.items() if i.result == "integer"}
+_FLOAT_FNS = tuple(i.name for i in _TABLE if i.is_function and i.result == "float")
+_SAME_FNS = tuple(i.name for i in _TABLE
+                  if i.is_function and i.arity == 1 and i.result == "common")
+_BINARY_FNS = tuple(i.name for i in _TABLE if i.is_function and i.arity == 2)
 _NAMED_CASTS = {d.long_name: d for d in DType}  # float32(x), bool(x), ...
 _SIZED_CASTS = {
     "as_float": {32: DType.FLOAT32, 64: DType.FLOAT64},
@@ -152,16 +159,15 @@ class _Checker:
         x = self.expr(e.x)
         if isinstance(x, _Weak):
             return _Weak(_fold_unary(e.op, x, e.pos), e.pos)
-        if e.op == "-":
-            if x.dtype is DType.BOOL:
-                raise TypeError_("cannot negate a bool value", e.pos.line, e.pos.column)
-            return TOp("neg", (x,), x.dtype, x.shape)
-        if e.op == "!":
-            return TOp("not", (x,), DType.BOOL, x.shape)
-        if x.dtype.is_float:
-            raise TypeError_("'~' needs an integer or bool operand, got "
+        name = _UNARY[e.op]
+        if e.op == "-" and x.dtype is DType.BOOL:
+            raise TypeError_("cannot negate a bool value", e.pos.line, e.pos.column)
+        if INTRINSICS_TABLE[name].result == "bool":
+            return TOp(name, (x,), DType.BOOL, x.shape)
+        if INTRINSICS_TABLE[name].result == "integer" and x.dtype.is_float:
+            raise TypeError_(f"'{e.op}' needs an integer or bool operand, got "
                              f"{x.dtype.long_name}", e.pos.line, e.pos.column)
-        return TOp("bit_not", (x,), x.dtype, x.shape)
+        return TOp(name, (x,), x.dtype, x.shape)
 
     def _binary(self, op: str, a: TNode | _Weak, b: TNode | _Weak, pos: A.Pos
                 ) -> TNode | _Weak:

@@ -1,0 +1,381 @@
+"""The intrinsics: one table of every scalar operation of the IR, read by every layer.
+
+    info = INTRINSICS_TABLE["div"]
+    info.arity, info.result, info.tile              # the verifier and the Tile front end
+    info.numpy(DType.INT32, [a, b])                 # the interpreter (and constant folding)
+    info.c(DType.INT32, [("$a", DType.INT32), ("$b", DType.INT32)])   # the C back end
+    info.cheap, info.exact                          # the vectorize and cleanup passes
+
+An intrinsic ``outs = name:dtype(ins)`` computes with result type ``dtype``; its inputs are
+converted to ``dtype`` first, except where ``docs/semantics.md`` says otherwise (comparisons
+compare in their inputs' common type, ``cond`` tests its first input, ``cast`` converts).
+The numpy and C columns implement the same rules and agree where the semantics leave a
+choice (integer division by 0 gives 0, integer ``pow`` is exact, arithmetic on ``bool`` is
+computed as int and converted back, as C promotes ``_Bool``); a test runs both on random
+inputs for every row. Adding an intrinsic is adding a row here (and its spelling to the
+Tile grammar, if Tile writes it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from .dtypes import DType, promote
+
+Array = np.ndarray
+CArg = tuple[str, DType]
+"""A C operand: its expression and its dtype."""
+
+C_TYPES: dict[DType, str] = {
+    DType.BOOL: "_Bool", DType.INT8: "int8_t", DType.INT16: "int16_t",
+    DType.INT32: "int32_t", DType.INT64: "int64_t", DType.UINT8: "uint8_t",
+    DType.FLOAT32: "float", DType.FLOAT64: "double",
+}
+"""The C type of each dtype (``<stdint.h>`` names)."""
+
+Result = Literal["common", "float", "bool", "integer", "given"]
+
+
+class NotDefined(ValueError):
+    """The intrinsic has no meaning on this dtype (a bitwise operation on floats)."""
+
+
+@dataclass(frozen=True)
+class IntrinsicInfo:
+    """One row of the table."""
+
+    name: str
+    """The name written in the IR (``$c = add:fp32($a, $b)``)."""
+    arity: int
+    """Inputs it takes; every intrinsic has one output."""
+    result: Result
+    """How the front end types the result from the inputs: ``common`` (their promoted type;
+    for ``cond`` that of its last two), ``float`` (a float input's type; integers give
+    float32), ``bool``, ``integer`` (the common type, which must be an integer or bool), or
+    ``given`` (whatever the writer asks for: ``cast``, ``assign``)."""
+    tile: str
+    """How Tile writes it: an operator (``+``, unary ``-``, ``c ? a : b``), a function name
+    (``exp``, ``min``), or ``""`` when Tile has no spelling of its own (``cast`` comes from
+    the conversion functions, ``assign`` from a plain assignment)."""
+    numpy: Callable[[DType, Sequence[Array]], Array]
+    """The interpreter's implementation: ``numpy(dtype, inputs)`` -> an array of
+    ``dtype``. Raises :class:`NotDefined` on a dtype the intrinsic has no meaning on."""
+    c: Callable[[DType, Sequence[CArg]], str]
+    """The C back end's expression: ``c(dtype, [(expr, dtype), ...])`` -> C text of type
+    ``dtype`` (scalar C; ``codegen/vmath.py`` defines the ``stripe_*f`` functions)."""
+    cheap: bool
+    """Cheap for vector lanes: the vector units run it in a cycle or two, so that a lane
+    loop of such intrinsics is bound by its accumulator's latency and gains from several
+    sets of lanes (``compute.lane_chains``); not ``exp``, division and the like."""
+    exact: bool
+    """The result on constants is exact and agrees with C on every dtype, so that the
+    ``cleanup`` pass may fold it at compile time."""
+
+    @property
+    def is_function(self) -> bool:
+        """Tile writes it as a call by this name (``exp(x)``, ``max(a, b)``)."""
+        return self.tile.isidentifier()
+
+
+# numpy --------------------------------------------------------------------------------------
+
+
+def _c_div(a: Array, b: Array) -> Array:
+    """C integer division: truncates toward zero; by 0 gives 0 (as the C back end)."""
+    safe = np.where(b == 0, 1, b)
+    q = a // safe
+    q = q + ((a % safe != 0) & ((a < 0) != (safe < 0)))
+    return np.where(b == 0, 0, q).astype(a.dtype)
+
+
+def _c_mod(a: Array, b: Array) -> Array:
+    """C ``%``: the sign of the dividend; by 0 gives 0 (as the C back end)."""
+    return np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))).astype(a.dtype)
+
+
+def _int_pow(a: Array, b: Array) -> Array:
+    """Exact integer power in int64; a negative exponent gives ``1/a**-b`` truncated."""
+    base, exp = a.astype(np.int64), b.astype(np.int64)
+    positive = np.power(base, np.maximum(exp, 0))
+    negative = np.where(base == 1, 1, np.where(base == -1, 1 - 2 * (exp & 1), 0))
+    return np.where(exp < 0, negative, positive)
+
+
+def _via_float64(fn: np.ufunc) -> Callable[[Array], Array]:
+    """A math function on integers: computed in double, truncated back (as C would)."""
+    return lambda x: fn(x.astype(np.float64))
+
+
+def _identity(x: Array) -> Array:
+    return x
+
+
+Op = Callable[..., Array]
+
+
+def _arith(float_op: Op | None, int_op: Op | None) -> Callable[[DType, Sequence[Array]], Array]:
+    """Inputs converted to the result type (bool computed in int64, as C promotes it)."""
+
+    def apply(dtype: DType, args: Sequence[Array]) -> Array:
+        t = dtype.np
+        xs = [a.astype(t) for a in args]
+        if dtype is DType.BOOL:
+            xs = [x.astype(np.int64) for x in xs]
+        op = float_op if xs[0].dtype.kind == "f" else int_op
+        if op is None:
+            raise NotDefined(f"not defined on {dtype}")
+        return op(*xs).astype(t)
+
+    return apply
+
+
+def _compare(op: np.ufunc) -> Callable[[DType, Sequence[Array]], Array]:
+    """Compared in the inputs' common type."""
+
+    def apply(dtype: DType, args: Sequence[Array]) -> Array:
+        common = np.promote_types(args[0].dtype, args[1].dtype)
+        return op(args[0].astype(common), args[1].astype(common)).astype(dtype.np)
+
+    return apply
+
+
+def _logical(op: np.ufunc) -> Callable[[DType, Sequence[Array]], Array]:
+    def apply(dtype: DType, args: Sequence[Array]) -> Array:
+        return op(*(a.astype(bool) for a in args)).astype(dtype.np)
+
+    return apply
+
+
+def _np_cond(dtype: DType, args: Sequence[Array]) -> Array:
+    t = dtype.np
+    return np.where(args[0].astype(bool), args[1].astype(t), args[2].astype(t))
+
+
+def _np_convert(dtype: DType, args: Sequence[Array]) -> Array:
+    return args[0].astype(dtype.np)
+
+
+# C ------------------------------------------------------------------------------------------
+
+CRender = Callable[[DType, Sequence[CArg]], str]
+
+
+def _conv(dtype: DType, args: Sequence[CArg]) -> list[str]:
+    """The operands converted to the result type."""
+    return [f"(({C_TYPES[dtype]}){a})" for a, _ in args]
+
+
+def _c_compare(op: str) -> CRender:
+    def render(dtype: DType, args: Sequence[CArg]) -> str:
+        common = args[0][1]
+        for _, d in args[1:]:
+            common = promote(common, d)
+        ct = C_TYPES[common]
+        return f"(({ct}){args[0][0]} {op} ({ct}){args[1][0]})"
+
+    return render
+
+
+def _c_binop(op: str) -> CRender:
+    def render(dtype: DType, args: Sequence[CArg]) -> str:
+        a, b = _conv(dtype, args)
+        return f"({C_TYPES[dtype]})({a} {op} {b})"
+
+    return render
+
+
+def _c_logical(op: str) -> CRender:
+    return lambda dtype, args: f"(((_Bool){args[0][0]}) {op} ((_Bool){args[1][0]}))"
+
+
+def _c_min_max(op: str) -> CRender:
+    def render(dtype: DType, args: Sequence[CArg]) -> str:
+        a, b = _conv(dtype, args)
+        return f"({a} {op} {b} ? {a} : {b})"
+
+    return render
+
+
+def _c_call(fn: str, vector_f32: str = "") -> CRender:
+    """A <math.h> function: ``fnf`` on float32 (or the back end's vectorisable
+    ``vector_f32``), ``fn`` on float64, on integers computed in double and converted back."""
+
+    def render(dtype: DType, args: Sequence[CArg]) -> str:
+        conv = _conv(dtype, args)
+        if dtype is DType.FLOAT32 and vector_f32:
+            return f"{vector_f32}({', '.join(conv)})"
+        if dtype.is_float:
+            return f"{fn}{'f' if dtype is DType.FLOAT32 else ''}({', '.join(conv)})"
+        return f"({C_TYPES[dtype]}){fn}((double){conv[0]})"
+
+    return render
+
+
+def _c_neg(dtype: DType, args: Sequence[CArg]) -> str:
+    return f"({C_TYPES[dtype]})(-{_conv(dtype, args)[0]})"
+
+
+def _c_bit_not(dtype: DType, args: Sequence[CArg]) -> str:
+    return f"({C_TYPES[dtype]})(~{_conv(dtype, args)[0]})"
+
+
+def _c_not(dtype: DType, args: Sequence[CArg]) -> str:
+    return f"(!((_Bool){args[0][0]}))"
+
+
+def _c_convert(dtype: DType, args: Sequence[CArg]) -> str:
+    return f"(({C_TYPES[dtype]}){args[0][0]})"
+
+
+def _c_cond(dtype: DType, args: Sequence[CArg]) -> str:
+    conv = _conv(dtype, args)
+    return f"(((_Bool){args[0][0]}) ? {conv[1]} : {conv[2]})"
+
+
+def _c_div_expr(dtype: DType, args: Sequence[CArg]) -> str:
+    a, b = _conv(dtype, args)
+    if dtype.is_float:
+        return f"({a} / {b})"
+    t = C_TYPES[dtype]  # by 0: 0; by -1: negation without INT_MIN / -1 trapping
+    return f"({b} == 0 ? ({t})0 : ({b} == -1 ? ({t})(0 - {a}) : ({t})({a} / {b})))"
+
+
+def _c_mod_expr(dtype: DType, args: Sequence[CArg]) -> str:
+    a, b = _conv(dtype, args)
+    if dtype.is_float:
+        return f"fmod{'f' if dtype is DType.FLOAT32 else ''}({a}, {b})"
+    t = C_TYPES[dtype]
+    return f"({b} == 0 || {b} == -1 ? ({t})0 : ({t})({a} % {b}))"
+
+
+def _c_pow(dtype: DType, args: Sequence[CArg]) -> str:
+    a, b = _conv(dtype, args)
+    if dtype.is_float:
+        return f"pow{'f' if dtype is DType.FLOAT32 else ''}({a}, {b})"
+    return f"({C_TYPES[dtype]})stripe_ipow((int64_t){a}, (int64_t){b})"
+
+
+def _c_abs(dtype: DType, args: Sequence[CArg]) -> str:
+    (a,) = _conv(dtype, args)
+    if dtype.is_float:
+        return f"fabs{'f' if dtype is DType.FLOAT32 else ''}({a})"
+    return f"({a} < 0 ? ({C_TYPES[dtype]})(0 - {a}) : {a})"
+
+
+def _c_round(fn: str) -> CRender:
+    """floor/ceil: the <math.h> function on floats; integers are already whole."""
+
+    def render(dtype: DType, args: Sequence[CArg]) -> str:
+        (a,) = _conv(dtype, args)
+        if dtype.is_float:
+            return f"{fn}{'f' if dtype is DType.FLOAT32 else ''}({a})"
+        return a
+
+    return render
+
+
+# the table ----------------------------------------------------------------------------------
+
+_COMMON_ABS = _arith(np.abs, np.abs)
+
+
+def _row(name: str, arity: int, result: Result, tile: str,
+         numpy: Callable[[DType, Sequence[Array]], Array], c: CRender, *, cheap: bool,
+         exact: bool) -> IntrinsicInfo:
+    return IntrinsicInfo(name, arity, result, tile, numpy, c, cheap, exact)
+
+
+def _math(name: str, fn: np.ufunc, vector_f32: str = "") -> IntrinsicInfo:
+    return _row(name, 1, "float", name, _arith(fn, _via_float64(fn)),
+                _c_call(name, vector_f32), cheap=False, exact=False)
+
+
+_ROWS = (
+    _row("assign", 1, "given", "", _np_convert, _c_convert, cheap=True, exact=True),
+    _row("neg", 1, "common", "-", _arith(np.negative, np.negative), _c_neg, cheap=True,
+         exact=True),
+    _row("abs", 1, "common", "abs", _COMMON_ABS, _c_abs, cheap=True, exact=True),
+    _math("exp", np.exp, "stripe_expf"),
+    _math("log", np.log, "stripe_logf"),
+    _math("sqrt", np.sqrt),
+    _math("tanh", np.tanh, "stripe_tanhf"),
+    _math("sin", np.sin),
+    _math("cos", np.cos),
+    _row("floor", 1, "common", "floor", _arith(np.floor, _identity), _c_round("floor"),
+         cheap=False, exact=True),
+    _row("ceil", 1, "common", "ceil", _arith(np.ceil, _identity), _c_round("ceil"),
+         cheap=False, exact=True),
+    _row("cast", 1, "given", "", _np_convert, _c_convert, cheap=True, exact=True),
+    _row("not", 1, "bool", "!", _logical(np.logical_not), _c_not, cheap=True, exact=True),
+    _row("bit_not", 1, "integer", "~", _arith(None, np.invert), _c_bit_not, cheap=True,
+         exact=True),
+    _row("add", 2, "common", "+", _arith(np.add, np.add), _c_binop("+"), cheap=True,
+         exact=True),
+    _row("sub", 2, "common", "-", _arith(np.subtract, np.subtract), _c_binop("-"),
+         cheap=True, exact=True),
+    _row("mul", 2, "common", "*", _arith(np.multiply, np.multiply), _c_binop("*"),
+         cheap=True, exact=True),
+    _row("div", 2, "common", "/", _arith(np.true_divide, _c_div), _c_div_expr, cheap=False,
+         exact=False),
+    _row("mod", 2, "common", "%", _arith(np.fmod, _c_mod), _c_mod_expr, cheap=False,
+         exact=False),
+    _row("pow", 2, "common", "pow", _arith(np.power, _int_pow), _c_pow, cheap=False,
+         exact=False),
+    _row("min", 2, "common", "min", _arith(np.minimum, np.minimum), _c_min_max("<"),
+         cheap=True, exact=True),
+    _row("max", 2, "common", "max", _arith(np.maximum, np.maximum), _c_min_max(">"),
+         cheap=True, exact=True),
+    _row("cmp_eq", 2, "bool", "==", _compare(np.equal), _c_compare("=="), cheap=True,
+         exact=True),
+    _row("cmp_ne", 2, "bool", "!=", _compare(np.not_equal), _c_compare("!="), cheap=True,
+         exact=True),
+    _row("cmp_lt", 2, "bool", "<", _compare(np.less), _c_compare("<"), cheap=True,
+         exact=True),
+    _row("cmp_le", 2, "bool", "<=", _compare(np.less_equal), _c_compare("<="), cheap=True,
+         exact=True),
+    _row("cmp_gt", 2, "bool", ">", _compare(np.greater), _c_compare(">"), cheap=True,
+         exact=True),
+    _row("cmp_ge", 2, "bool", ">=", _compare(np.greater_equal), _c_compare(">="),
+         cheap=True, exact=True),
+    _row("and", 2, "bool", "&&", _logical(np.logical_and), _c_logical("&&"), cheap=True,
+         exact=True),
+    _row("or", 2, "bool", "||", _logical(np.logical_or), _c_logical("||"), cheap=True,
+         exact=True),
+    _row("bit_and", 2, "integer", "&", _arith(None, np.bitwise_and), _c_binop("&"),
+         cheap=True, exact=True),
+    _row("bit_or", 2, "integer", "|", _arith(None, np.bitwise_or), _c_binop("|"),
+         cheap=True, exact=True),
+    _row("bit_xor", 2, "integer", "^", _arith(None, np.bitwise_xor), _c_binop("^"),
+         cheap=True, exact=True),
+    # shifts by a negative count or by the width or more are undefined in C: not folded
+    _row("shl", 2, "integer", "<<", _arith(None, np.left_shift), _c_binop("<<"),
+         cheap=False, exact=False),
+    _row("shr", 2, "integer", ">>", _arith(None, np.right_shift), _c_binop(">>"),
+         cheap=False, exact=False),
+    _row("cond", 3, "common", "?", _np_cond, _c_cond, cheap=True, exact=True),
+)
+
+INTRINSICS_TABLE: dict[str, IntrinsicInfo] = {row.name: row for row in _ROWS}
+"""Intrinsic name -> its row, in a fixed order (unary, binary, then ``cond``)."""
+
+ARITY: dict[str, int] = {name: row.arity for name, row in INTRINSICS_TABLE.items()}
+"""Intrinsic name -> the number of inputs it takes."""
+
+CHEAP: frozenset[str] = frozenset(n for n, row in INTRINSICS_TABLE.items() if row.cheap)
+"""The intrinsics cheap for vector lanes (see :attr:`IntrinsicInfo.cheap`)."""
+
+EXACT: frozenset[str] = frozenset(n for n, row in INTRINSICS_TABLE.items() if row.exact)
+"""The intrinsics that constant folding may evaluate (see :attr:`IntrinsicInfo.exact`)."""
+
+
+def c_expr(name: str, dtype: DType, args: Sequence[CArg]) -> str:
+    """The C expression of ``name:dtype(args)``; KeyError for an unknown intrinsic."""
+    return INTRINSICS_TABLE[name].c(dtype, args)
+
+
+__all__ = ["ARITY", "CArg", "CHEAP", "C_TYPES", "EXACT", "INTRINSICS_TABLE", "IntrinsicInfo",
+           "NotDefined", "c_expr"]
