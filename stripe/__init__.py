@@ -7,6 +7,7 @@ Public API::
     text = stripe.print_ir(blk); stripe.parse_ir(text) == blk
     stripe.verify(blk)                      # raises VerifyError naming the block path
     prog = stripe.compile(source, inputs)   # C through cffi; prog(**arrays) -> {output: ndarray}
+    prog = stripe.compile(source, inputs, target="cpu_avx2")  # a config's passes and Target
     x = stripe.arrays.empty((m, n))         # 64-byte aligned arrays for inputs and out=
 """
 
@@ -48,6 +49,7 @@ from .ir import (
 from .irparser import parse_ir
 from .passes.manager import PassError, run_pipeline
 from .printer import print_ir
+from .target import HOST, Target
 from .tile import lower
 from .verify import verify
 
@@ -56,7 +58,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Affine", "AggOp", "arrays", "Block", "CompileError", "Constant", "DType", "IRError",
     "IRParseError",
-    "Index", "Program", "compile", "Config", "ConfigError", "PassError", "list_configs",
+    "HOST", "Index", "Program", "compile", "Config", "ConfigError", "PassError", "Target",
+    "list_configs",
     "load_config", "run_pipeline",
     "InterpreterError", "Intrinsic", "Load", "LoadIndex", "Location", "RefDir", "Refinement",
     "ShapeError", "Special", "StripeError", "Store", "TensorDim", "TensorShape", "TileError",
