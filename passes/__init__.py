@@ -14,9 +14,12 @@ module (``tests/test_layers.py``). A pass module provides
   that every pass does, and that selecting no block changes nothing).
   ``__post_init__`` may raise ``ValueError`` for values that type-check but make no sense;
   the config loader reports it with the file and line;
-* ``run(block: Block, options: Options) -> Block`` -- the one entry function. It must keep
-  the program's meaning (``docs/semantics.md``) and return unchanged subtrees as the same
-  objects (the root itself when it did nothing). It walks the tree through
+* ``run(block: Block, options: Options, target: Target) -> Block`` -- the one entry
+  function. ``target`` (:class:`stripe.target.Target`) holds the hardware facts of the
+  config (memories, compute units, vector width, cflags); a pass reads them there instead
+  of repeating them as options. It must keep the program's meaning
+  (``docs/semantics.md``) and return unchanged subtrees as the same objects (the root
+  itself when it did nothing). It walks the tree through
   :func:`stripe.passes.select.rewrite`;
 * a module docstring saying what the pass does, its preconditions and postconditions, and
   the tags it reads and sets.
@@ -40,6 +43,7 @@ from types import ModuleType
 from typing import Any
 
 from stripe.ir import Block
+from stripe.target import Target
 
 INFRASTRUCTURE = frozenset({"manager", "select", "transforms"})
 """Modules (and the library package) of this package that are not passes."""
@@ -51,7 +55,7 @@ class PassInfo:
 
     name: str
     options: type
-    run: Callable[[Block, Any], Block]
+    run: Callable[[Block, Any, Target], Block]
     doc: str = field(repr=False)
     option_docs: Mapping[str, str] = field(repr=False)
 
@@ -73,8 +77,8 @@ class PassInfo:
         if not options.__dataclass_params__.frozen:  # type: ignore[attr-defined]
             raise TypeError(f"{where}.Options must be a frozen dataclass")
         run = getattr(module, "run", None)
-        if not callable(run):
-            raise TypeError(f"pass module {where} must define run(block, options)")
+        if not callable(run) or not _takes_three(run):
+            raise TypeError(f"pass module {where} must define run(block, options, target)")
         if not (module.__doc__ or "").strip():
             raise TypeError(f"pass module {where} needs a docstring")
         docs = option_docs(options)
@@ -84,6 +88,14 @@ class PassInfo:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise TypeError(f"option '{f.name}' of {where}.Options has no default")
         return PassInfo(name, options, run, module.__doc__ or "", docs)
+
+
+def _takes_three(fn: Callable[..., object]) -> bool:
+    try:
+        inspect.signature(fn).bind(None, None, None)
+    except TypeError:
+        return False
+    return True
 
 
 def option_docs(cls: type) -> dict[str, str]:

@@ -89,6 +89,7 @@ from functools import lru_cache
 from stripe import poly
 from stripe.ir import Block, Refinement
 from stripe.poly import Box
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite
 from .transforms.footprint import box_runs, cache_lines
@@ -250,7 +251,7 @@ class Options(Selection):
                 parse_stencil(text)
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Tile every selected block (children first, so a new inner block is not revisited)."""
     return rewrite(block, options, lambda b, site: _autotile(b, site, options), order="post")
 

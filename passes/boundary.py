@@ -65,6 +65,7 @@ from stripe import poly
 from stripe.affine import Affine
 from stripe.ir import Block, Index, Statement
 from stripe.poly import Level
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite
 from .transforms.substitute import substitute_indexes
@@ -115,7 +116,7 @@ class Options(Selection):
                              f"got {self.min_interior_fraction}")
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Split every selected block (parents first; pieces' children are visited after)."""
     return rewrite(block, Selection(), lambda b, site: _split_children(b, site, options),
                    order="pre")

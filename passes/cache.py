@@ -96,6 +96,7 @@ from stripe.ir import (
     agg_identity,
     with_field,
 )
+from stripe.target import Target
 
 from .select import ALL, Selection, Site, rewrite
 from .transforms.layout import restride_below
@@ -156,7 +157,7 @@ class Options(Selection):
             raise ValueError(f"row_pad must be >= 0, got {self.row_pad}")
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Cache the views of every selected block that has a parent (see the module doc)."""
     def fn(parent: Block, site: Site) -> Block:
         return _cache_children(parent, site.ancestors + (parent,), options)

@@ -60,6 +60,7 @@ from stripe.ir import (
     Statement,
     Store,
 )
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite
 from .transforms.substitute import substitute_indexes
@@ -75,7 +76,7 @@ class Options(Selection):
     """Fold intrinsics whose inputs are all constants (exact operations only)."""
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Clean every selected block until nothing changes."""
     for _ in range(_MAX_ROUNDS):
         new = rewrite(block, options, lambda b, site: _clean(b, site, options), order="post")

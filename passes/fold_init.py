@@ -57,6 +57,7 @@ from stripe.ir import (
     Store,
     agg_identity,
 )
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite, statement_uses
 
@@ -68,7 +69,7 @@ class Options(Selection):
     """Options of ``fold_init``: which contractions may start their own outputs."""
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Fold the initialisation of every selected contraction that qualifies."""
     return rewrite(block, Selection(), lambda b, site: _fold_children(b, site, options))
 

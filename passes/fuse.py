@@ -90,6 +90,7 @@ from stripe.ir import (
     Store,
     with_field,
 )
+from stripe.target import Target
 
 from .select import ALL, Selection, Site, rewrite, statement_uses
 from .transforms.footprint import box_lines
@@ -152,7 +153,7 @@ class Options(Selection):
         Selection(self.parent_reqs)  # the same rule for 'all'
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Fuse producer/consumer groups among the children of every selected parent."""
     parents = Selection(options.parent_reqs)
     # Pre-order, as PlaidML's FusionPassRecurse: a fused block's children are fused next.

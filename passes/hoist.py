@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 from stripe.affine import Affine
 from stripe.ir import Block, Index, RefDir, Refinement, Statement, with_field
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite, statement_uses
 from .transforms.layout import contiguous, reduction_is_unit_stride, restride_below
@@ -120,7 +121,7 @@ class Options(Selection):
             raise ValueError(f"units must be >= 1, got {self.units}")
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Hoist invariant copies out of the trailing loops of every selected block."""
     return rewrite(block, options, lambda b, site: _hoist(b, site, options), order="post")
 

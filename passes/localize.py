@@ -59,6 +59,7 @@ from stripe.ir import (
     TensorShape,
     with_field,
 )
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite
 
@@ -73,7 +74,7 @@ class Options(Selection):
     """Tags the buffer's declaration must all carry to be moved (empty: any buffer)."""
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Push every eligible buffer of every selected block into its only user."""
     new = rewrite(block, options, lambda b, site: _localize_block(b, site, options),
                   order="pre")

@@ -158,7 +158,7 @@ def run_pipeline(program: Block, config: Config, *, verify: bool = False, check:
     for index, entry in enumerate(config.passes):
         info = REGISTRY[entry.type]
         try:
-            new = info.run(block, entry.options)
+            new = info.run(block, entry.options, config.target)
         except Exception as e:  # any failure inside a pass is reported with its name
             raise PassError(entry, index, "failed", f"{type(e).__name__}: {e}") from e
         if new is not block:

@@ -85,6 +85,7 @@ from stripe.ir import (
     TensorShape,
     with_field,
 )
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite
 from .transforms.names import fresh_name
@@ -123,7 +124,7 @@ class Options(Selection):
             raise ValueError(f"min_reuse must be >= 0, got {self.min_reuse}")
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Pad the inputs of every selected kernel whose constraints only guard their reads."""
     new = rewrite(block, Selection(), lambda b, site: _pad_children(b, site, options))
     if new is block or tags.PROGRAM not in block.tags:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from stripe import tags
 from stripe.affine import Affine
 from stripe.ir import Block, Location
+from stripe.target import Target
 
 from .select import Site, rewrite
 from .transforms.parts import UnitSplit, plan, split_units, with_unit_index
@@ -60,7 +61,7 @@ class Options(UnitSplit):
     """Location name given to the inner block: ``<unit_name[u]>`` with ``u`` the unit."""
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Partition every selected block (children first; the new blocks are not revisited)."""
     return rewrite(block, options, lambda b, site: _partition(b, site, options), order="post")
 

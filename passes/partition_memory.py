@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from stripe import poly, tags
 from stripe.affine import Affine
 from stripe.ir import Block, Index, Location, Refinement
+from stripe.target import Target
 
 from .select import Site, rewrite
 from .transforms.parts import (
@@ -79,7 +80,7 @@ class Options(UnitSplit):
     """Memory name of the banked views' locations; empty: keep each view's own name."""
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Bank every selected block (children first; the new blocks are not revisited)."""
     return rewrite(block, options, lambda b, site: _partition(b, site, options), order="post")
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from stripe import tags
 from stripe.errors import IRError
 from stripe.ir import Block, Refinement, with_field
+from stripe.target import Target
 
 from .select import Selection, Site, block_label, rewrite
 from .transforms.placement import align_up, lifetimes
@@ -197,7 +198,7 @@ def _tag_peaks(block: Block, site: Site, options: Options) -> Block:
     return block.replace(tags=frozenset(new_tags))
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Place the buffers of every selected block, parents first; tag the peaks."""
     placed = rewrite(block, options, lambda b, site: _place_block(b, site, options),
                      order="pre")

@@ -41,6 +41,7 @@ from stripe.ir import (
     Statement,
     Store,
 )
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite
 
@@ -55,7 +56,7 @@ class Options(Selection):
     """Tags an allocation must all carry to become a scalar (empty: any allocation)."""
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Turn the eligible single-element allocations of every selected block into scalars."""
     return rewrite(block, options, lambda b, site: _scalarize_block(b, site, options))
 

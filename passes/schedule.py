@@ -57,6 +57,7 @@ from stripe.ir import (
     Store,
     with_field,
 )
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite
 from .transforms.placement import align_up, lifetimes, stmt_names
@@ -320,7 +321,7 @@ def _schedule_block(block: Block, site: Site, options: Options) -> Block:
     return block.replace(stmts=stmts, tags=frozenset(new_tags))
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Order the statements of every selected block that allocates in ``mem_loc``."""
     return rewrite(block, options, lambda b, site: _schedule_block(b, site, options))
 

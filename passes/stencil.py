@@ -80,6 +80,7 @@ from dataclasses import dataclass, replace
 from stripe import tags
 from stripe.affine import Affine
 from stripe.ir import Block, Index, Refinement, Statement
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite
 from .transforms.stencils import Match, Stencil, best_match, best_per_stencil, parse_stencil
@@ -148,7 +149,7 @@ class Options(Selection):
                              f"valid: {slots}")
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Stencil every selected leaf block that matches one of ``options.stencils``."""
     stencils = tuple(parse_stencil(t) for t in options.stencils)
     if not stencils:

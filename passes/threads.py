@@ -63,6 +63,7 @@ from stripe.ir import (
     with_field,
 )
 from stripe.tags import THREADS
+from stripe.target import Target
 
 from .select import Selection, Site, rewrite
 from .transforms.names import fresh_name
@@ -130,7 +131,7 @@ class Options(Selection):
             raise ValueError(f"split_min_points must be >= 1, got {self.split_min_points}")
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Thread every selected block that is not inside a threaded block."""
     return rewrite(block, options, lambda b, site: _thread(b, site, options), order="post")
 

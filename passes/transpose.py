@@ -68,6 +68,7 @@ from typing import Literal
 
 from stripe import poly, tags
 from stripe.ir import Block, RefDir, Refinement, with_field
+from stripe.target import Target
 
 from .select import ALL, Selection, Site, rewrite
 
@@ -108,7 +109,7 @@ class Options(Selection):
             raise ValueError("policy 'index' needs idx_tag (the tag of the unit-stride index)")
 
 
-def run(block: Block, options: Options) -> Block:
+def run(block: Block, options: Options, target: Target) -> Block:
     """Re-stride (or mark) every qualifying allocation whose preferred layout differs."""
     return rewrite(block, Selection(), lambda b, site: _transpose_block(b, site, options))
 

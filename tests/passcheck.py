@@ -6,8 +6,9 @@ with the expected Stripe text (as TVM's ``CompareBeforeAfter``).
 - :func:`assert_rewrites`: that, and the result prints as ``expected`` does.
 - :func:`assert_unchanged`: that, and the pass returned the very same object.
 
-``run`` is a pass's entry function (``autotile.run``) or any ``(block, options) -> block``.
-Inputs default to the pass manager's seeded random arrays; ``tol=0`` compares bit for bit.
+``run`` is a pass's entry function (``autotile.run``) or any
+``(block, options, target) -> block``; the target defaults to :data:`TARGET`. Inputs default
+to the pass manager's seeded random arrays; ``tol=0`` compares bit for bit.
 """
 
 from __future__ import annotations
@@ -21,10 +22,15 @@ from stripe.ir import Block
 from stripe.irparser import parse_ir
 from stripe.passes.manager import random_inputs
 from stripe.printer import print_ir
+from stripe.target import Target
 from stripe.verify import verify
 
-Run = Callable[[Block, object], Block]
+Run = Callable[[Block, object, Target], Block]
 Check = Callable[[Block, Block], object]
+
+TARGET = Target("test")
+"""The target pass tests run passes for unless they say otherwise: no memories declared
+(64-byte cache lines), one compute unit."""
 
 
 def assert_same_results(before: Block, after: Block,
@@ -45,11 +51,12 @@ def assert_same_results(before: Block, after: Block,
 
 def run_and_check(run: Run, program: Block, options: object,
                   arrays: Mapping[str, np.ndarray] | None = None, tol: float = 1e-5, *,
-                  also: Check | None = None) -> Block:
-    """``run(program, options)``, with the verifier on both sides and equal interpreter
-    results (:func:`assert_same_results`); ``also(program, after)`` checks more."""
+                  also: Check | None = None, target: Target = TARGET) -> Block:
+    """``run(program, options, target)``, with the verifier on both sides and equal
+    interpreter results (:func:`assert_same_results`); ``also(program, after)`` checks
+    more."""
     verify(program)
-    after = run(program, options)
+    after = run(program, options, target)
     verify(after)
     if after is not program:
         assert_same_results(program, after, arrays, tol=tol)
@@ -60,12 +67,13 @@ def run_and_check(run: Run, program: Block, options: object,
 
 def check_pass(run: Run, before: str | Block, options: object, *, expected: str | None = None,
                unchanged: bool = False, arrays: Mapping[str, np.ndarray] | None = None,
-               tol: float = 1e-5, also: Check | None = None) -> tuple[Block, Block]:
+               tol: float = 1e-5, also: Check | None = None,
+               target: Target = TARGET) -> tuple[Block, Block]:
     """:func:`run_and_check` on ``before`` (parsed if text); then the result prints as
     ``expected`` (parsed and printed) does, and with ``unchanged`` it is ``before`` itself.
     Returns ``(before, after)`` as Blocks."""
     program = parse_ir(before) if isinstance(before, str) else before
-    after = run_and_check(run, program, options, arrays, tol, also=also)
+    after = run_and_check(run, program, options, arrays, tol, also=also, target=target)
     if expected is not None:
         want, got = print_ir(parse_ir(expected)), print_ir(after)
         assert got == want, (f"--- before\n{print_ir(program)}\n--- expected\n{want}\n"

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from passcheck import check_pass, run_and_check
+from passcheck import TARGET, check_pass, run_and_check
 
 from stripe import lower, parse_ir, poly, print_ir
 from stripe.compiler import compile_program
@@ -304,7 +304,7 @@ def test_figure5_same_tile_when_reductions_may_split() -> None:
 
 def test_figure5_compiles_to_c() -> None:
     program = conv_program()
-    after = autotile.run(program, load_config("examples/paper_fig4").passes[0].options)
+    after = autotile.run(program, load_config("examples/paper_fig4").passes[0].options, TARGET)
     arrays = conv_arrays()
     got = compile_program(after)(**arrays)["O"]
     i, f = arrays["I"].astype(np.int64), arrays["F"].astype(np.int64)
@@ -434,7 +434,7 @@ def test_tags_and_clear_outer() -> None:
     program = parse_ir(MATMUL)
     after = autotile.run(program, Options(reqs=("contraction",), max_total_size=256,
                                           outer_set=("o",), inner_set=("a", "b"),
-                                          clear_outer=True))
+                                          clear_outer=True), TARGET)
     [outer] = kernels(after, "o")
     assert outer.tags == {"o"}
     assert outer.sub_blocks[0].tags == {"a", "b"}
@@ -555,7 +555,7 @@ def test_options_validation() -> None:
 def test_second_application_on_inner_blocks() -> None:
     program = conv_program()
     first = load_config("examples/paper_fig4").passes[0].options
-    once = autotile.run(program, first)
+    once = autotile.run(program, first, TARGET)
     twice = tile_and_check(once, Options(reqs=("inner",), inner_set=("inner2",),
                                          max_total_size=64, cache_width=8),
                            conv_arrays())
@@ -597,7 +597,7 @@ def test_interpreter_agrees(name: str, option_set: str) -> None:
 def test_compiled_c_matches_numpy(name: str) -> None:
     op = OPS_BY_NAME[name]
     program = lower(op.source, op.input_specs())
-    after = autotile.run(program, OPTION_SETS["po2_small"])
+    after = autotile.run(program, OPTION_SETS["po2_small"], TARGET)
     assert kernels(after, "inner")
     arrays = random_inputs(op)
     got, want = compile_program(after)(**arrays), op.reference(**arrays)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from passcheck import check_pass, run_and_check
+from passcheck import TARGET, check_pass, run_and_check
 
 from stripe import interpret, lower, parse_ir, print_ir
 from stripe.affine import Affine
@@ -252,7 +252,7 @@ def test_idxs_chooses_the_indexes_to_cut():
 def test_a_second_run_excluding_the_pieces_does_nothing():
     once = run(parse_ir(program(CONV2D_BUFS, CONV2D)), reqs=("contraction",))
     again = boundary.run(once, boundary.Options(reqs=("contraction",),
-                                                exclude=("interior", "boundary")))
+                                                exclude=("interior", "boundary")), TARGET)
     assert again is once
 
 
@@ -511,7 +511,7 @@ def test_catalogue_programs_keep_their_results(name: str, sizes: Mapping[str, in
 def test_c_back_end_matches_the_interpreter(name: str, sizes: Mapping[str, int] | None,
                                             rebase: bool) -> None:
     before = case_program(name, sizes)
-    after = boundary.run(before, boundary.Options(reqs=("contraction",), rebase=rebase))
+    after = boundary.run(before, boundary.Options(reqs=("contraction",), rebase=rebase), TARGET)
     inputs = random_inputs(OPS_BY_NAME[name])
     want, got = interpret(before, inputs), compile_program(after)(**inputs)
     for out in want:
@@ -531,7 +531,7 @@ def c_block(source: str, name: str) -> str:
 def test_emitted_c_of_the_interior_has_no_guard():
     op = OPS_BY_NAME["conv2d"]
     before = lower(op.source, op.input_specs())
-    after = boundary.run(before, boundary.Options(reqs=("contraction",)))
+    after = boundary.run(before, boundary.Options(reqs=("contraction",)), TARGET)
     source = emit_c(after).source
 
     def tested(text: str) -> bool:  # a guard, or a loop bound computed from outer values
@@ -564,10 +564,10 @@ def test_docs_examples_are_pass_output():
         "conv", "x:8, co:2, k:3, ci:2", "-1 + k + x >= 0  8 - k - x >= 0")))
     shown_before, shown_after = doc_blocks("#### Example: a padded 1-D convolution")
     assert kernels_text(before) == shown_before
-    after = boundary.run(before, boundary.Options(reqs=("contraction",)))
+    after = boundary.run(before, boundary.Options(reqs=("contraction",)), TARGET)
     assert kernels_text(after) == shown_after
     (shown_tiled,) = doc_blocks("#### Example: an uneven tiling")
-    assert kernels_text(boundary.run(parse_ir(TILED), boundary.Options())) == shown_tiled
+    assert kernels_text(boundary.run(parse_ir(TILED), boundary.Options(), TARGET)) == shown_tiled
 
 
 def kernels_text(root: Block) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from passcheck import blocks, check_pass, run_and_check
+from passcheck import TARGET, blocks, check_pass, run_and_check
 
 from stripe import lower, parse_ir, print_ir, tags, verify
 from stripe.compiler import compile, compile_program
@@ -186,7 +186,7 @@ def tiled_conv() -> Block:
     program = lower(CONV_SRC, {"I": ((8,), "float32"), "F": ((3,), "float32")})
     options = autotile.Options(reqs=("contraction",), inner_set=("tile",), only_even=True,
                                max_sizes_product=12, acc_idxs=False)
-    return autotile.run(program, options)
+    return autotile.run(program, options, TARGET)
 
 
 def test_conv_halo_text() -> None:
@@ -278,7 +278,7 @@ def test_unselected_and_root_unchanged() -> None:
 
 def test_second_run_unchanged() -> None:
     # cached views view SRAM already; the copy and fill blocks are never selected
-    once = cache.run(parse_ir(TILED_MATMUL), Options(reqs=("tile",)))
+    once = cache.run(parse_ir(TILED_MATMUL), Options(reqs=("tile",)), TARGET)
     assert_unchanged(once, Options(reqs=("tile",)))
     everything = cache_and_check(parse_ir(TILED_MATMUL), Options())
     assert_unchanged(everything, Options())
@@ -441,7 +441,7 @@ def test_measured_transfer_bytes(tm: int, tn: int, tk: int) -> None:
     # SRAM, a C tile out of it, fp32 (4 bytes); SRAM holds the three tiles at once
     m, k, n = 8, 6, 4
     program = _tiled_matmul(m, k, n, tm, tn, tk)
-    after = cache.run(program, Options(reqs=("tile",)))
+    after = cache.run(program, Options(reqs=("tile",)), TARGET)
     rng = np.random.default_rng(1)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
@@ -458,7 +458,7 @@ def test_measured_transfer_bytes(tm: int, tn: int, tk: int) -> None:
 def test_measured_halo_bytes() -> None:
     # 8 inputs, tiles of 4 outputs with a halo of 1: tile 0 copies I[0:5] (I[-1] does not
     # exist), tile 1 copies I[3:8] (nor I[8]): 10 elements, 40 bytes
-    after = cache.run(tiled_conv(), Options(reqs=("tile",), refs=("I",)))
+    after = cache.run(tiled_conv(), Options(reqs=("tile",), refs=("I",)), TARGET)
     compiled = compile_program(after)
     i, f = np.arange(8, dtype=np.float32), np.array([1, 2, 3], dtype=np.float32)
     want = np.convolve(np.pad(i, 1), f[::-1], mode="valid")
@@ -498,7 +498,7 @@ TILE = autotile.Options(reqs=("kernel",), cache_width=64, max_total_size=200,
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_interpreter_agrees_after_autotile(name: str) -> None:
     op = OPS_BY_NAME[name]
-    tiled = autotile.run(lower(op.source, op.input_specs()), TILE)
+    tiled = autotile.run(lower(op.source, op.input_specs()), TILE, TARGET)
     after = cache_and_check(tiled, Options(reqs=("inner",)), random_inputs(op))
     assert blocks(after, tags.TRANSFER), "nothing was cached"
 
@@ -507,8 +507,8 @@ def test_interpreter_agrees_after_autotile(name: str) -> None:
                                   "bias_relu"])
 def test_compiled_c_matches_numpy(name: str) -> None:
     op = OPS_BY_NAME[name]
-    tiled = autotile.run(lower(op.source, op.input_specs()), TILE)
-    after = cache.run(tiled, Options(reqs=("inner",)))
+    tiled = autotile.run(lower(op.source, op.input_specs()), TILE, TARGET)
+    after = cache.run(tiled, Options(reqs=("inner",)), TARGET)
     verify(after)
     assert blocks(after, tags.TRANSFER)
     arrays = random_inputs(op)
@@ -535,12 +535,12 @@ def test_min_reuse_skips_views_used_once_per_element() -> None:
     src = "function (A[K], B[K, N]) -> (O) { O[n : N] = +(A[k] * B[k, n]); }"
     program = lower(src, {"A": ((64,), "float32"), "B": ((64, 48), "float32")})
     tiled = autotile.run(program, autotile.Options(reqs=("contraction",), inner_set=("tile",),
-                                                   max_total_size=4096))
+                                                   max_total_size=4096), TARGET)
     after = cache_and_check(tiled, Options(reqs=("tile",), dirs=("in",), min_reuse=4))
     [kernel] = blocks(after, "contraction")
     cached = {r.into for r in kernel.refs if r.is_alloc}
     assert cached == {"A_sram"}
-    every = cache.run(tiled, Options(reqs=("tile",), dirs=("in",)))
+    every = cache.run(tiled, Options(reqs=("tile",), dirs=("in",)), TARGET)
     [kernel] = blocks(every, "contraction")
     assert {r.into for r in kernel.refs if r.is_alloc} == {"A_sram", "B_sram"}
 

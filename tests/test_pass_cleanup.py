@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from passcheck import check_pass
+from passcheck import TARGET, check_pass
 
 from stripe import interpret, lower, verify
 from stripe.ir import Block
@@ -355,7 +355,7 @@ def test_a_clean_program_is_returned_as_the_same_object():
 def test_lowered_programs_survive(rng: np.random.Generator):
     src = "function (A[N], B[N]) -> (C) { T = A * B; U = T + A; C = U; }"
     before = lower(src, {"A": ((5,), "float32"), "B": ((5,), "float32")})
-    after = cleanup.run(before, cleanup.Options())
+    after = cleanup.run(before, cleanup.Options(), TARGET)
     verify(after)
     arrays = {"A": rng.standard_normal(5).astype("float32"),
               "B": rng.standard_normal(5).astype("float32")}

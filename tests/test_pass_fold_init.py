@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from passcheck import run_and_check
+from passcheck import TARGET, run_and_check
 
 import stripe
 from stripe import interpret, lower, parse_ir, print_ir, verify
@@ -47,7 +47,7 @@ def test_flat_contraction_before_after() -> None:
 
 
 def test_text_round_trip() -> None:
-    after = fold_init.run(matmul(), OPTIONS)
+    after = fold_init.run(matmul(), OPTIONS, TARGET)
     assert parse_ir(print_ir(after)) == after
 
 
@@ -67,7 +67,7 @@ def test_split_reduction_is_refused() -> None:
     tiled = apply_tile(main.sub_blocks[1], {"m": 3, "k": 4}, ancestors=(before, main))
     program = before.replace(stmts=(main.replace(stmts=(main.stmts[0], tiled)),))
     verify(program)
-    assert fold_init.run(program, OPTIONS) is program
+    assert fold_init.run(program, OPTIONS, TARGET) is program
 
 
 def test_whole_reduction_tiles_fold() -> None:
@@ -89,12 +89,12 @@ def replace_init(program: Block, text_from: str, text_to: str) -> Block:
 
 def test_wrong_constant_is_refused() -> None:
     program = replace_init(matmul(), "$identity = (fp32)0.0", "$identity = (fp32)1.0")
-    assert fold_init.run(program, OPTIONS) is program
+    assert fold_init.run(program, OPTIONS, TARGET) is program
 
 
 def test_partial_initialisation_is_refused() -> None:
     program = replace_init(matmul(), "block [i1:3, i2:5]:15", "block [i1:2, i2:5]:10")
-    assert fold_init.run(program, OPTIONS) is program
+    assert fold_init.run(program, OPTIONS, TARGET) is program
 
 
 READ_BETWEEN = """#program
@@ -140,9 +140,9 @@ def test_a_read_between_is_refused() -> None:
     """A block that reads O between the initialisation and the contraction sees the zeros."""
     program = parse_ir(READ_BETWEEN)
     verify(program)
-    assert fold_init.run(program, OPTIONS) is program
+    assert fold_init.run(program, OPTIONS, TARGET) is program
     without = parse_ir(READ_BETWEEN.replace("1: #peek", "1: #peek #contraction"))
-    assert fold_init.run(without, OPTIONS) is without  # peek reads: not a consumer either
+    assert fold_init.run(without, OPTIONS, TARGET) is without  # peek reads: not a consumer either
     moved = READ_BETWEEN.split("        1: #peek")[0] + "        2: #contraction" + \
         READ_BETWEEN.split("        2: #contraction")[1]
     program = parse_ir(moved)
@@ -152,7 +152,7 @@ def test_a_read_between_is_refused() -> None:
 
 def test_unselected_contraction_is_left_alone() -> None:
     program = matmul()
-    assert fold_init.run(program, fold_init.Options(reqs=("nothing_has_this",))) is program
+    assert fold_init.run(program, fold_init.Options(reqs=("nothing_has_this",)), TARGET) is program
 
 
 # the semantics of fresh views ----------------------------------------------------------------
@@ -313,7 +313,7 @@ def test_docs_example_is_the_pass_output() -> None:
     text = (Path(__file__).resolve().parent.parent / "docs" / "pass_fold_init.md").read_text()
     shown = [part.split("```")[0] for part in text.split("```stripe\n")[1:3]]
     before = matmul()
-    after = fold_init.run(before, OPTIONS)
+    after = fold_init.run(before, OPTIONS, TARGET)
     assert shown == [print_ir(before.sub_blocks[0]), print_ir(after.sub_blocks[0])]
 
 
@@ -333,7 +333,7 @@ def test_threads_after_fold_init_keeps_the_inner_view_fresh() -> None:
     """threads splits output indexes only: each thread's share is an instance of the inner
     block, which keeps the fresh view (the outer block only passes it down). The C code
     gets the output uninitialised (0xFF bytes: NaN) and must still compute every element."""
-    folded = fold_init.run(matmul(64, 33, 40), OPTIONS)
+    folded = fold_init.run(matmul(64, 33, 40), OPTIONS, TARGET)
     after = run_and_check(threads.run, folded,
                           threads.Options(reqs=("kernel",), num_threads=2, min_work=1))
     assert fresh_views(after) == ["kernel_1_inner.O"]
@@ -341,11 +341,11 @@ def test_threads_after_fold_init_keeps_the_inner_view_fresh() -> None:
 
 
 def test_tiling_a_fresh_blocks_reduction_is_refused() -> None:
-    folded = fold_init.run(matmul(6, 8, 4), OPTIONS)
+    folded = fold_init.run(matmul(6, 8, 4), OPTIONS, TARGET)
     main = folded.sub_blocks[0]
     with pytest.raises(ValueError, match="would split the reduction into fresh view 'O'"):
         apply_tile(main.sub_blocks[0], {"k": 4}, ancestors=(folded, main))
-    assert autotile.run(folded, autotile.Options(reqs=("contraction",))) is folded
+    assert autotile.run(folded, autotile.Options(reqs=("contraction",)), TARGET) is folded
 
 
 @pytest.mark.parametrize("split", [False, True])
@@ -353,10 +353,10 @@ def test_cache_leaves_fresh_outputs_alone(split: bool) -> None:
     """A local copy of a fresh view (or of a view that is fresh further down) combined back
     into memory would add to what memory held, which no initialisation sets any more: cache
     leaves such views alone and caches the inputs."""
-    program = fold_init.run(matmul(12, 7, 9), OPTIONS)
+    program = fold_init.run(matmul(12, 7, 9), OPTIONS, TARGET)
     if split:  # the fresh view is then the inner block's, seen through the kernel's own
         program = threads.run(program, threads.Options(reqs=("kernel",), num_threads=2,
-                                                       min_work=1))
+                                                       min_work=1), TARGET)
     after = run_and_check(cache.run, program,
                           cache.Options(reqs=("kernel",), mem_loc="L1", xfer_loc="CPU"))
     caches = sorted(r.into for _, b in after.walk() for r in b.refs

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS, OPS_BY_NAME, random_inputs
-from passcheck import assert_same_results, check_pass, run_and_check
+from passcheck import TARGET, assert_same_results, check_pass, run_and_check
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.affine import Affine
@@ -40,9 +40,9 @@ def main_stmts(program: Block) -> tuple[Block, ...]:
 def pipeline(program: Block, options: Options) -> Block:
     """fuse -> localize -> scalarize -> cleanup, verified and checked at the end."""
     after = fuse_and_check(program, options)
-    after = localize.run(after, localize.Options())
-    after = scalarize.run(after, scalarize.Options())
-    after = cleanup.run(after, cleanup.Options())
+    after = localize.run(after, localize.Options(), TARGET)
+    after = scalarize.run(after, scalarize.Options(), TARGET)
+    after = cleanup.run(after, cleanup.Options(), TARGET)
     verify(after)
     assert_same_results(program, after, tol=1e-6)
     return after
@@ -253,15 +253,15 @@ def test_tags_select_the_producer_and_the_consumer():
                     Options(a_reqs=("contraction",), exclude=("eltwise_add",)),
                     Options(reqs=("eltwise",), a_reqs=("contraction",)),
                     Options(parent_reqs=("program",))):
-        assert fuse.run(program, options) is program, options
-    after = fuse.run(program, Options(a_reqs=("contraction",), exclude=("eltwise_max",)))
+        assert fuse.run(program, options, TARGET) is program, options
+    after = fuse.run(program, Options(a_reqs=("contraction",), exclude=("eltwise_max",)), TARGET)
     assert [b.name for b in main_stmts(after)] == ["kernel_1+kernel_2", "kernel_3"]
 
 
 def test_output_match_refuses_a_consumer_that_writes_another_shape():
     op = OPS_BY_NAME["softmax"]  # the row max (13x1) feeds exp(I - M) (13x31)
     program = lower(op.source, op.input_specs())
-    assert fuse.run(program, Options(output_match=True)) is program
+    assert fuse.run(program, Options(output_match=True), TARGET) is program
     gemm = parse_ir(GEMM_BIAS_RELU)  # C, D and R are all 4x5
     assert len(main_stmts(fuse_and_check(gemm, Options(output_match=True)))) == 1
 
@@ -539,7 +539,7 @@ def test_a_tiled_producer_drives_the_fusion_and_the_others_follow_its_tiles():
         }
     }
     """, Options(a_reqs=("contraction",), fused_set=("fused",)))
-    local = localize.run(after, localize.Options())
+    local = localize.run(after, localize.Options(), TARGET)
     verify(local)
     (fused,) = main_stmts(local)
     tile = fused.ref("C")
@@ -750,10 +750,10 @@ def test_catalogue_programs_keep_their_results(op):  # type: ignore[no-untyped-d
     arrays = random_inputs(op)
     want = interpret(program, arrays)
     for options in CATALOGUE_OPTIONS.values():
-        after = fuse.run(program, options)
+        after = fuse.run(program, options, TARGET)
         verify(after)
-        local = cleanup.run(scalarize.run(localize.run(after, localize.Options()),
-                                          scalarize.Options()), cleanup.Options())
+        local = cleanup.run(scalarize.run(localize.run(after, localize.Options(), TARGET),
+                                          scalarize.Options(), TARGET), cleanup.Options(), TARGET)
         verify(local)
         for result in (after, local):
             got = interpret(result, arrays)
@@ -799,7 +799,7 @@ def test_the_documented_example_is_real_output():
     assert source.startswith("function")
     program = lower(source, {"A": ((4, 3), "float32"), "B": ((3, 5), "float32"),
                              "Bias": ((5,), "float32")})
-    fused = fuse.run(program, C_TO_E)
+    fused = fuse.run(program, C_TO_E, TARGET)
     final = pipeline(program, C_TO_E)
     shown = [print_ir(b).strip() for b in (program.stmts[0], fused.stmts[0],
                                            final.stmts[0].stmts[0])]
@@ -827,13 +827,13 @@ def test_max_point_bytes_fuses_rows_but_not_columns():
     # column of I and of O, a line per element: 2 * 512 lines, and one line of S.
     arrays = {"I": ((512, 1024), "float32")}
     rows, cols = lower(ROW_NORM, arrays), lower(COLUMN_NORM, arrays)
-    assert fuse.run(rows, Options(max_point_bytes=129 * 64)) is not rows
-    assert fuse.run(rows, Options(max_point_bytes=129 * 64 - 1)) is rows
-    assert fuse.run(cols, Options(max_point_bytes=1025 * 64)) is not cols
-    assert fuse.run(cols, Options(max_point_bytes=1025 * 64 - 1)) is cols
+    assert fuse.run(rows, Options(max_point_bytes=129 * 64), TARGET) is not rows
+    assert fuse.run(rows, Options(max_point_bytes=129 * 64 - 1), TARGET) is rows
+    assert fuse.run(cols, Options(max_point_bytes=1025 * 64), TARGET) is not cols
+    assert fuse.run(cols, Options(max_point_bytes=1025 * 64 - 1), TARGET) is cols
     # the line width counts: 32-byte lines make the row 2 * 64 + 1 = 257 of them
-    assert fuse.run(rows, Options(max_point_bytes=257 * 32, cache_width=32)) is not rows
-    assert fuse.run(rows, Options(max_point_bytes=257 * 32 - 1, cache_width=32)) is rows
+    assert fuse.run(rows, Options(max_point_bytes=257 * 32, cache_width=32), TARGET) is not rows
+    assert fuse.run(rows, Options(max_point_bytes=257 * 32 - 1, cache_width=32), TARGET) is rows
     fused = fuse_and_check(lower(ROW_NORM, {"I": ((5, 37), "float32")}),
                            Options(max_point_bytes=4096))
     assert [b.name for b in main_stmts(fused)] == ["kernel_1+kernel_2"]
@@ -843,8 +843,8 @@ def test_max_shared_bytes_keeps_a_matmul_apart_but_fuses_a_layer_norm():
     # the matmul's consumer is driven point by point; A's rows and B's columns are read by
     # many points: 4x3 and 3x5 float32 are 48 and 60 bytes
     gemm = parse_ir(GEMM_BIAS_RELU)
-    assert fuse.run(gemm, Options(max_shared_bytes=59)).stmts == fuse.run(
-        gemm, Options(perfect=True)).stmts  # only the elementwise pair fuses
+    assert fuse.run(gemm, Options(max_shared_bytes=59), TARGET).stmts == fuse.run(
+        gemm, Options(perfect=True), TARGET).stmts  # only the elementwise pair fuses
     assert len(main_stmts(fuse_and_check(gemm, Options(max_shared_bytes=60)))) == 1
     # a layer norm: every row is read by one point; the scale and bias vectors (37 float32,
     # 148 bytes) by all of them
@@ -858,7 +858,7 @@ def test_max_shared_bytes_keeps_a_matmul_apart_but_fuses_a_layer_norm():
                           "Bias": ((37,), "float32")})
     fused = fuse_and_check(program, Options(max_shared_bytes=148))
     assert len(main_stmts(fused)) == 1
-    assert len(main_stmts(fuse.run(program, Options(max_shared_bytes=147)))) > 1
+    assert len(main_stmts(fuse.run(program, Options(max_shared_bytes=147), TARGET))) > 1
 
 
 @pytest.mark.parametrize("m, k, n", [(203, 517, 389), (517, 389, 1031), (300, 301, 1024)])

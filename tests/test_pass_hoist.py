@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from passcheck import blocks, run_and_check
+from passcheck import TARGET, blocks, run_and_check
 
 from stripe import lower, print_ir
 from stripe.affine import Affine
@@ -58,13 +58,13 @@ def test_the_copy_of_a_row_tile_runs_once_per_row_of_tiles(tmp_path):
     assert p2.ref("A_l2").is_alloc and q.ref("A_l2").from_ == "A_l2"
     assert p2.ref("B").shape.sizes == (7, 64) and q.ref("B").shape.sizes == (7, 32)
     assert p2.work < p.work  # A is copied 2 times instead of 4
-    assert print_ir(hoist.run(before, Options(reqs=("tiles",)))) == print_ir(
-        hoist.run(before, Options(reqs=("tiles",))))
+    assert print_ir(hoist.run(before, Options(reqs=("tiles",)), TARGET)) == print_ir(
+        hoist.run(before, Options(reqs=("tiles",)), TARGET))
 
 
 @pytest.mark.parametrize("m,k,n", [(40, 7, 61), (13, 5, 100), (64, 3, 9)])
 def test_hoisted_programs_run_in_c(tmp_path, rng, m, k, n):
-    after = hoist.run(packed(tmp_path, m, k, n), Options(reqs=("tiles",)))
+    after = hoist.run(packed(tmp_path, m, k, n), Options(reqs=("tiles",)), TARGET)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     got = compile_program(after)(A=a, B=b)["C"]
@@ -76,7 +76,7 @@ def test_a_copy_that_depends_on_the_last_index_stays(tmp_path):
     before = packed(tmp_path, 40, 64, 48, max_total=2048)
     p = tile_loop(before)
     assert p.idx_names[-1] == "k"
-    assert hoist.run(before, Options(reqs=("tiles",))) is before
+    assert hoist.run(before, Options(reqs=("tiles",)), TARGET) is before
 
 
 def test_reorder_packs_each_tile_of_b_once_with_the_rows_innermost(tmp_path):
@@ -95,10 +95,10 @@ def test_reorder_packs_each_tile_of_b_once_with_the_rows_innermost(tmp_path):
     assert not q.idx("m").is_passed_in and q.idx("n").is_passed_in
     assert p2.work < tile_loop(before).work
     assert print_ir(after) == print_ir(hoist.run(before, Options(reqs=("tiles",),
-                                                                  reorder=True)))
+                                                                  reorder=True), TARGET))
     # output reloads weighted high: the order stays and nothing moves
     assert hoist.run(before, Options(reqs=("tiles",), reorder=True,
-                                     output_cost=100.0)) is before
+                                     output_cost=100.0), TARGET) is before
     with pytest.raises(ValueError, match="output_cost"):
         Options(output_cost=-1.0)
 
@@ -110,7 +110,7 @@ def test_shared_outer_false_lets_a_reduction_go_outermost(tmp_path, rng):
     output_cost 0.5 and more at 1."""
     before = packed(tmp_path, 6, 64, 32, max_total=2048)
     assert tile_loop(before).idx_names == ("n", "k")
-    kept = hoist.run(before, Options(reqs=("tiles",), reorder=True, output_cost=0.5))
+    kept = hoist.run(before, Options(reqs=("tiles",), reorder=True, output_cost=0.5), TARGET)
     assert tile_loop(kept).idx_names == ("n", "k")  # shared_outer: n stays outermost
     free = Options(reqs=("tiles",), reorder=True, shared_outer=False, output_cost=0.5)
     after = run_and_check(hoist.run, before, free)
@@ -119,7 +119,7 @@ def test_shared_outer_false_lets_a_reduction_go_outermost(tmp_path, rng):
     assert p2.sub_blocks[1].idx_names == ("n", "k")
     assert p2.work < tile_loop(kept).work
     heavy = Options(reqs=("tiles",), reorder=True, shared_outer=False, output_cost=1.0)
-    assert tile_loop(hoist.run(before, heavy)).idx_names == ("n", "k")
+    assert tile_loop(hoist.run(before, heavy, TARGET)).idx_names == ("n", "k")
     a = rng.standard_normal((6, 64)).astype(np.float32)
     b = rng.standard_normal((64, 32)).astype(np.float32)
     np.testing.assert_allclose(compile_program(after)(A=a, B=b)["C"], a @ b,
@@ -129,7 +129,7 @@ def test_shared_outer_false_lets_a_reduction_go_outermost(tmp_path, rng):
 @pytest.mark.parametrize("m,k,n", [(40, 64, 48), (37, 50, 61), (13, 77, 9)])
 def test_reordered_programs_run_in_c(tmp_path, rng, m, k, n):
     after = hoist.run(packed(tmp_path, m, k, n, max_total=2048),
-                      Options(reqs=("tiles",), reorder=True))
+                      Options(reqs=("tiles",), reorder=True), TARGET)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     got = compile_program(after)(A=a, B=b)["C"]
@@ -141,9 +141,9 @@ def test_units_keeps_the_cores_as_evenly_loaded_as_the_tile_loop(tmp_path):
     # (2 row tiles: 1 + 1 on 2 cores, as even as [m, n]); on 4 cores P shares 1 + 1 + 1 + 1
     # but P' only 2 tiles, so nothing moves.
     before = packed(tmp_path, 40, 7, 61)
-    two = tile_loop(hoist.run(before, Options(reqs=("tiles",), units=2)))
+    two = tile_loop(hoist.run(before, Options(reqs=("tiles",), units=2), TARGET))
     assert two.idx_names == ("m",)
-    assert hoist.run(before, Options(reqs=("tiles",), units=4)) is before
+    assert hoist.run(before, Options(reqs=("tiles",), units=4), TARGET) is before
     assert hoist._imbalance(tile_loop(before), list(tile_loop(before).idxs), {"m", "n"},
                             4) == 1.0
     assert hoist._imbalance(tile_loop(before), [tile_loop(before).idx("m")], {"m", "n"},
@@ -175,7 +175,7 @@ def test_refusals(tmp_path):
     before = packed(tmp_path, 40, 7, 61)
     p = tile_loop(before)
     # only blocks with the given tags move
-    assert hoist.run(before, Options(reqs=("tiles",), stmt_tags=("none",))) is before
+    assert hoist.run(before, Options(reqs=("tiles",), stmt_tags=("none",)), TARGET) is before
     # a constraint on the tile loop would skip copies the hoisted one does for every point
     guarded = p.replace(constraints=(Affine.of("m"),))
     assert hoist._hoist(guarded, _site(before, p), Options()) is guarded
@@ -204,7 +204,7 @@ def test_the_documented_example_is_real_output(tmp_path):
     text = (Path(__file__).resolve().parent.parent / "docs" / "pass_hoist.md").read_text()
     shown = [part.split("```")[0] for part in text.split("```stripe\n")[1:]]
     before = packed(tmp_path, 40, 7, 61)
-    after = hoist.run(before, Options(reqs=("tiles",)))
+    after = hoist.run(before, Options(reqs=("tiles",)), TARGET)
     assert shown == [print_ir(tile_loop(before)), print_ir(tile_loop(after))]
 
 
@@ -242,25 +242,25 @@ def test_in_place_reads_a_repeated_dense_tile_where_it_is(tmp_path):
     assert tile.ref("A").from_ == "A" and tile.ref("A").shape.strides == (7, 1)
     assert tile_loop(after).work < tile_loop(plain).work
     assert print_ir(after) == print_ir(hoist.run(before, Options(reqs=("tiles",),
-                                                                  in_place=4096)))
+                                                                  in_place=4096), TARGET))
 
 
 def test_in_place_keeps_copies_run_once_per_core_or_not_dense(tmp_path):
     before = packed(tmp_path, 40, 7, 61, source=MATMUL_T)
     # [n:2, m:2] on 2 cores: each core runs one n, so each copies A's tiles once
-    two = hoist.run(before, Options(reqs=("tiles",), units=2, in_place=4096))
-    assert print_ir(two) == print_ir(hoist.run(before, Options(reqs=("tiles",), units=2)))
+    two = hoist.run(before, Options(reqs=("tiles",), units=2, in_place=4096), TARGET)
+    assert print_ir(two) == print_ir(hoist.run(before, Options(reqs=("tiles",), units=2), TARGET))
     # row-major 40x7 @ 7x61: A's copy is hoisted out of n (done once), B's tile 7x32 of a
     # 7x61 matrix is not one dense run: nothing is read in place
     mm = packed(tmp_path, 40, 7, 61)
-    assert print_ir(hoist.run(mm, Options(reqs=("tiles",), in_place=4096))) == print_ir(
-        hoist.run(mm, Options(reqs=("tiles",))))
+    assert print_ir(hoist.run(mm, Options(reqs=("tiles",), in_place=4096), TARGET)) == print_ir(
+        hoist.run(mm, Options(reqs=("tiles",)), TARGET))
     # rows 16 floats apart: a multiple of 64 bytes aliases in L1, so A stays copied
     wide = packed(tmp_path, 40, 16, 61, max_total=8192, source=MATMUL_T)
     assert tile_loop(wide).idx_names == ("n", "m")
-    copied = print_ir(hoist.run(wide, Options(reqs=("tiles",))))
-    assert print_ir(hoist.run(wide, Options(reqs=("tiles",), in_place=64))) == copied
-    assert print_ir(hoist.run(wide, Options(reqs=("tiles",), in_place=4096))) != copied
+    copied = print_ir(hoist.run(wide, Options(reqs=("tiles",)), TARGET))
+    assert print_ir(hoist.run(wide, Options(reqs=("tiles",), in_place=64), TARGET)) == copied
+    assert print_ir(hoist.run(wide, Options(reqs=("tiles",), in_place=4096), TARGET)) != copied
     with pytest.raises(ValueError, match="in_place"):
         Options(in_place=-1)
 
@@ -268,7 +268,7 @@ def test_in_place_keeps_copies_run_once_per_core_or_not_dense(tmp_path):
 @pytest.mark.parametrize("m,k,n", [(40, 7, 61), (37, 5, 100), (64, 3, 9)])
 def test_in_place_programs_run_in_c(tmp_path, rng, m, k, n):
     after = hoist.run(packed(tmp_path, m, k, n, source=MATMUL_T),
-                      Options(reqs=("tiles",), in_place=4096))
+                      Options(reqs=("tiles",), in_place=4096), TARGET)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     got = compile_program(after)(A=a, B=b)["C"]

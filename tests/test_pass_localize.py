@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from passcheck import check_pass
+from passcheck import TARGET, check_pass
 
 from stripe import interpret, parse_ir, print_ir
 from stripe.compiler import compile_program
@@ -130,7 +130,7 @@ def test_a_buffer_travels_down_as_far_as_it_is_private():
                                       s_view="#s none new S[0] fp32:I(1):(1)",
                                       g_view="out S[0] fp32:I(1):(1)"), tmp="")
     after = assert_rewrites(before, expected)
-    assert scalarize.run(after, scalarize.Options()) is after  # g still stores into it
+    assert scalarize.run(after, scalarize.Options(), TARGET) is after  # g still stores into it
 
 
 def test_separate_producer_and_consumer_kernels_keep_the_tmp():
@@ -270,7 +270,7 @@ def test_user_buffers_and_root_allocations_never_move():
 
 def test_localized_program_compiles_to_the_same_results():
     before = parse_ir(program(fused("inout T[i, 0] fp32:I(1, 3):(3, 1)", "j", 3)))
-    after = localize.run(before, localize.Options())
+    after = localize.run(before, localize.Options(), TARGET)
     assert after is not before
     inputs = random_inputs(before)
     got = compile_program(after)(**inputs)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from passcheck import check_pass, run_and_check
+from passcheck import TARGET, check_pass, run_and_check
 
 from stripe import interpret, lower, parse_ir, print_ir, verify
 from stripe.compiler import compile_program
@@ -343,7 +343,7 @@ def test_identities():
 def test_padded_3x3_convolution_matches_numpy_through_c():
     op = OPS_BY_NAME["conv2d"]
     before = lower(op.source, op.input_specs())
-    after = pad.run(before, pad.Options())
+    after = pad.run(before, pad.Options(), TARGET)
     verify(after)
     assert after.ref("I_pad").shape.sizes == (1, 19, 21, 8)
     conv = kernels(after)[-1]
@@ -372,7 +372,7 @@ def test_catalogue_programs_keep_their_results(name: str):
 
 def test_c_back_end_agrees_on_a_strided_convolution():
     op = OPS_BY_NAME["conv2d_stride2"]
-    after = pad.run(lower(op.source, op.input_specs()), pad.Options(max_overhead=1.0))
+    after = pad.run(lower(op.source, op.input_specs()), pad.Options(max_overhead=1.0), TARGET)
     arrays = random_inputs(op)
     want = op.reference(**arrays)["O"]
     np.testing.assert_allclose(compile_program(after)(**arrays)["O"], want,
@@ -425,7 +425,7 @@ def doc_blocks() -> list[str]:
 def test_the_docs_example_is_real_output():
     src = "function (I[N], F[K]) -> (O) { O[x : N] = +(I[x + i - 1] * F[i]); }"
     before = lower(src, {"I": ((6,), "float32"), "F": ((3,), "float32")})
-    after = pad.run(before, pad.Options(max_overhead=0.5))
+    after = pad.run(before, pad.Options(max_overhead=0.5), TARGET)
     blocks = doc_blocks()
     assert print_ir(after).rstrip("\n") in blocks
     assert print_ir(before).rstrip("\n") in blocks

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from passcheck import check_pass, run_and_check
+from passcheck import TARGET, check_pass, run_and_check
 
 from stripe import interpret, lower, parse_ir, verify
 from stripe.affine import Affine
@@ -17,6 +17,7 @@ from stripe.ir import Block, Index, RefDir, Refinement, TensorShape
 from stripe.passes import REGISTRY, partition_compute, partition_memory
 from stripe.passes.partition_memory import disjoint_banks
 from stripe.passes.transforms.parts import choose_parts, splittable
+from stripe.target import Target
 
 PC = partition_compute.Options
 PM = partition_memory.Options
@@ -24,9 +25,9 @@ PM = partition_memory.Options
 # helpers -------------------------------------------------------------------------------------
 
 
-def run_pass(program: Block, options: PC | PM) -> Block:
+def run_pass(program: Block, options: PC | PM, target: Target = TARGET) -> Block:
     module = partition_compute if isinstance(options, PC) else partition_memory
-    return module.run(program, options)
+    return module.run(program, options, target)
 
 
 def assert_rewrites(before: str, expected: str, options: PC | PM) -> Block:
@@ -133,7 +134,7 @@ def test_matmul_splits_across_six_pes():
 
 def test_unit_name_and_idx_tag_options():
     after = partition_compute.run(parse_ir(MATMUL), PC(reqs=("contraction",), num_parts=2,
-                                                      idx_tag="core", unit_name="MAC"))
+                                                      idx_tag="core", unit_name="MAC"), TARGET)
     outer, inner = kernel(after, "kernel_1"), kernel(after, "kernel_1_inner")
     assert [(i.name, i.range, i.tags) for i in outer.idxs] == [("i", 2, {"core"})]
     assert inner.idx("core").affine == Affine.of("i")
@@ -174,7 +175,7 @@ def test_nothing_to_do_returns_the_same_object():
     program = parse_ir(MATMUL)
     assert_unchanged(program, PC(reqs=("contraction",), num_parts=1))
     assert_unchanged(program, PC(reqs=("nothing",), num_parts=4))
-    once = partition_compute.run(program, PC(reqs=("contraction",), num_parts=4))
+    once = partition_compute.run(program, PC(reqs=("contraction",), num_parts=4), TARGET)
     assert_unchanged(once, PC(reqs=("contraction",), num_parts=4))  # already partitioned
 
 
@@ -205,7 +206,7 @@ def test_matmul_rows_in_four_banks():
 
 
 def test_written_views_are_banked_by_default():
-    after = partition_memory.run(parse_ir(MATMUL), PM(reqs=("contraction",), num_parts=4))
+    after = partition_memory.run(parse_ir(MATMUL), PM(reqs=("contraction",), num_parts=4), TARGET)
     outer = kernel(after, "kernel_1")
     assert outer.ref("C").location.bank == Affine.of("i")
     assert outer.ref("A").location.is_default and outer.ref("B").location.is_default
@@ -270,8 +271,9 @@ def test_c_back_end_agrees(name):
     op = OPS_BY_NAME[name]
     program = lower(op.source, op.input_specs())
     on_pes = partition_compute.run(program, PC(reqs=("kernel",), num_parts=4,
-                                                inner_set=("pe_share",)))
-    after = partition_memory.run(on_pes, PM(reqs=("pe_share",), num_parts=2, mem_name="SRAM"))
+                                                inner_set=("pe_share",)), TARGET)
+    after = partition_memory.run(on_pes, PM(reqs=("pe_share",), num_parts=2, mem_name="SRAM"),
+                                 TARGET)
     assert after is not on_pes is not program
     verify(after)
     arrays = random_inputs(op)
@@ -290,9 +292,9 @@ def test_partition_memory_banks_an_already_split_block_per_unit():
     src = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
     program = lower(src, {"A": ((8, 5), "float32"), "B": ((5, 6), "float32")})
     split = partition_compute.run(program, partition_compute.Options(
-        reqs=("contraction",), num_parts=4, inner_set=("pe_share",)))
+        reqs=("contraction",), num_parts=4, inner_set=("pe_share",)), TARGET)
     banked = partition_memory.run(split, partition_memory.Options(
-        reqs=("contraction",), idx_tag="unit", mem_name="SRAM"))
+        reqs=("contraction",), idx_tag="unit", mem_name="SRAM"), TARGET)
     units = next(b for _, b in banked.walk() if b.name == "kernel_1")
     assert [i.name for i in units.idxs if "unit" in i.tags] == ["m"]
     assert str(units.ref("C").location.bank) == "m" and units.ref("C").location.name == "SRAM"
@@ -303,9 +305,9 @@ def test_partition_memory_banks_an_already_split_block_per_unit():
     stripe_verify(banked)
     # B is read whole by every unit: banking it is refused (the block comes back unchanged).
     refused = partition_memory.run(split, partition_memory.Options(
-        reqs=("contraction",), idx_tag="unit", refs=("B",)))
+        reqs=("contraction",), idx_tag="unit", refs=("B",)), TARGET)
     assert refused is split
     # Banking twice changes nothing.
     again = partition_memory.run(banked, partition_memory.Options(
-        reqs=("contraction",), idx_tag="unit", mem_name="SRAM"))
+        reqs=("contraction",), idx_tag="unit", mem_name="SRAM"), TARGET)
     assert again is banked

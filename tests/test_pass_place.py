@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops_catalog import OPS_BY_NAME
 from ops_catalog import random_inputs as catalogue_inputs
-from passcheck import check_pass
+from passcheck import TARGET, check_pass
 from test_pass_schedule import in_sram, staged
 
 from stripe import interpret, parse_ir, print_ir, verify
@@ -92,7 +92,7 @@ NESTED = """block []:1 ( // outer
 
 
 def test_a_child_avoids_the_parent_buffers_live_around_it() -> None:
-    after = place.run(parse_ir(NESTED), place.Options())
+    after = place.run(parse_ir(NESTED), place.Options(), TARGET)
     verify(after)
     # A is live over statements 0..1, so T (inside statement 1) goes above it; B (statement
     # 2 only) reuses A's bytes.
@@ -118,7 +118,7 @@ def test_other_memories_and_unselected_blocks_are_left_alone() -> None:
 
 def test_placing_twice_changes_nothing_more() -> None:
     _, once = run(staged([0, 1, 0, 2], [6, 4, 8]), alignment=32)
-    assert place.run(once, place.Options(alignment=32)) is once
+    assert place.run(once, place.Options(alignment=32), TARGET) is once
 
 
 # failure -----------------------------------------------------------------------------------
@@ -191,12 +191,12 @@ def test_placed_programs_keep_results_and_live_buffers_never_share_bytes(
 def test_schedule_then_place_through_the_c_back_end() -> None:
     text = staged([0, 1, 2, 0], [8, 8, 8], copies_first=True)
     before = parse_ir(text)
-    scheduled = schedule.run(before, schedule.Options(mem_KiB=1))
-    after = place.run(scheduled, place.Options(alignment=16, mem_KiB=1))
+    scheduled = schedule.run(before, schedule.Options(mem_KiB=1), TARGET)
+    after = place.run(scheduled, place.Options(alignment=16, mem_KiB=1), TARGET)
     verify(after)
     # scheduled: one 32-byte buffer live at a time; in the original order all three are
     assert place.placement_report(after).peaks == {"SRAM": 32}
-    unscheduled = place.run(before, place.Options(alignment=16, mem_KiB=1))
+    unscheduled = place.run(before, place.Options(alignment=16, mem_KiB=1), TARGET)
     assert place.placement_report(unscheduled).peaks == {"SRAM": 96}
     inputs = random_inputs(before)
     want = interpret(before, inputs)["Y"]
@@ -207,8 +207,8 @@ def test_schedule_then_place_through_the_c_back_end() -> None:
 @pytest.mark.parametrize("name", ["softmax", "layer_norm", "concat"])
 def test_catalogue_programs_keep_their_results_after_schedule_and_place(name: str) -> None:
     before = in_sram(name)
-    scheduled = schedule.run(before, schedule.Options(mem_KiB=64))
-    after = place.run(scheduled, place.Options(alignment=64, mem_KiB=64))
+    scheduled = schedule.run(before, schedule.Options(mem_KiB=64), TARGET)
+    after = place.run(scheduled, place.Options(alignment=64, mem_KiB=64), TARGET)
     assert after is not scheduled
     verify(after)
     assert place.placement_report(after).peaks["SRAM"] > 0

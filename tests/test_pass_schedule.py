@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops_catalog import OPS_BY_NAME
 from ops_catalog import random_inputs as catalogue_inputs
-from passcheck import check_pass, run_and_check
+from passcheck import TARGET, check_pass, run_and_check
 
 import stripe
 from stripe import interpret, parse_ir, print_ir
@@ -183,7 +183,7 @@ def test_other_memories_and_unselected_blocks_are_left_alone() -> None:
 
 def test_running_twice_changes_nothing_more() -> None:
     _, once = run(staged([0, 1, 0], [4, 8]), mem_KiB=1)
-    twice = schedule.run(once, schedule.Options(mem_KiB=1))
+    twice = schedule.run(once, schedule.Options(mem_KiB=1), TARGET)
     assert twice == once
 
 

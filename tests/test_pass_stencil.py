@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from passcheck import blocks, check_pass, run_and_check
+from passcheck import TARGET, blocks, check_pass, run_and_check
 
 from stripe import lower, parse_ir, print_ir
 from stripe.compiler import compile_program
@@ -216,10 +216,10 @@ def test_any_stride_means_used() -> None:
 
 
 def test_stenciled_program_is_left_alone() -> None:
-    once = stencil.run(parse_ir(MATMUL), MAC)
-    assert stencil.run(once, MAC) is once
+    once = stencil.run(parse_ir(MATMUL), MAC, TARGET)
+    assert stencil.run(once, MAC, TARGET) is once
     everything = Options(stencils=(MAC_4X16,), allow_pad=True)
-    assert stencil.run(once, everything) is once  # the inner block is tagged `stencil`
+    assert stencil.run(once, everything, TARGET) is once  # the inner block is tagged `stencil`
 
 
 # cost ----------------------------------------------------------------------------------------
@@ -338,7 +338,7 @@ def test_after_autotile() -> None:
     op = OPS_BY_NAME["matmul"]
     program = lower(op.source, op.input_specs())
     tiled = autotile.run(program, autotile.Options(reqs=("contraction",), max_total_size=1024,
-                                                    inner_set=("tile",)))
+                                                    inner_set=("tile",)), TARGET)
     options = Options(reqs=("tile",), stencils=(MAC_4X16,), allow_pad=True,
                       inner_set=("mac_4x16",))
     after = stencil_and_check(tiled, options, random_inputs(op))
@@ -348,7 +348,7 @@ def test_after_autotile() -> None:
 @pytest.mark.parametrize("name", ["matmul", "batched_matmul", "conv2d"])
 def test_compiled_c_matches_numpy(name: str) -> None:
     op = OPS_BY_NAME[name]
-    after = stencil.run(lower(op.source, op.input_specs()), MAC_PAD)
+    after = stencil.run(lower(op.source, op.input_specs()), MAC_PAD, TARGET)
     assert blocks(after, STENCIL)
     arrays = random_inputs(op)
     got, want = compile_program(after)(**arrays), op.reference(**arrays)
@@ -417,7 +417,7 @@ def test_split_tails_runs_the_last_rows_along_the_other_index() -> None:
     assert {i.name: i.range for i in outer_tail.idxs if not i.is_passed_in} == {"y": 3, "x": 2}
     # without the option: one block, whose last tile of rows overhangs
     [(_, inner)] = stencil_blocks(stencil.run(program, MAC_PAD.__class__(
-        reqs=("contraction",), stencils=(CONV_6X16,), allow_pad=True)))
+        reqs=("contraction",), stencils=(CONV_6X16,), allow_pad=True), TARGET))
     assert slot_index(inner, "m") == "x" and inner.constraints
 
 
@@ -429,7 +429,7 @@ def test_split_tails_only_where_the_cost_model_gains() -> None:
                       split_tails=("m",))
     assert print_ir(stencil_and_check(program, options)) == print_ir(
         stencil.run(program, Options(reqs=("contraction",), stencils=(mac(6, 16, 8),),
-                                     allow_pad=True)))
+                                     allow_pad=True), TARGET))
     # a slot not listed is not split: n's 40 columns in 16s leave 8
     program = matmul((12, 7), (7, 40))
     after = stencil_and_check(program, options)
@@ -440,7 +440,7 @@ def test_split_tails_only_where_the_cost_model_gains() -> None:
 def test_split_tails_compiled_c_matches_numpy(h: int, w: int) -> None:
     program = conv(h, w, c=5, co=19)
     after = stencil.run(program, Options(reqs=("contraction",), stencils=(CONV_6X16,),
-                                         allow_pad=True, split_tails=("m",)))
+                                         allow_pad=True, split_tails=("m",)), TARGET)
     assert len(stencil_blocks(after)) == 2  # the head and its tail
     check_conv_against_numpy(after, h, w, 5, 19, seed=3)
 
@@ -508,7 +508,7 @@ def test_split_tails_planned_from_every_stencil_matches_numpy(h: int, w: int, c:
     program = conv(h, w, c=c, co=co)
     after = stencil.run(program, Options(reqs=("contraction",),
                                          stencils=(CONV_6X16, CONV_4X24, MATMUL_5X16),
-                                         allow_pad=True, split_tails=("m",)))
+                                         allow_pad=True, split_tails=("m",)), TARGET)
     check_conv_against_numpy(after, h, w, c, co, seed=5)
 
 

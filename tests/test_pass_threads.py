@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS, OPS_BY_NAME, random_inputs
-from passcheck import assert_rewrites, run_and_check
+from passcheck import TARGET, assert_rewrites, run_and_check
 
 from stripe import interpret, lower, parse_ir, verify
 from stripe.codegen.c_emitter import emit_c
@@ -121,10 +121,10 @@ def test_matmul_on_four_threads():
 
 
 def test_the_emitted_c_has_an_openmp_loop_over_the_threads():
-    after = threads.run(parse_ir(MATMUL), Options(reqs=("kernel",), num_threads=4))
+    after = threads.run(parse_ir(MATMUL), Options(reqs=("kernel",), num_threads=4), TARGET)
     source = emit_c(after).source
     assert source.count("#pragma omp parallel for collapse(1)") == 2
-    six = threads.run(parse_ir(MATMUL), Options(reqs=("contraction",), num_threads=6))
+    six = threads.run(parse_ir(MATMUL), Options(reqs=("contraction",), num_threads=6), TARGET)
     assert [i.name for i in six.stmts[0].stmts[1].idxs] == ["i", "j"]
     assert "#pragma omp parallel for collapse(2)" in emit_c(six).source
 
@@ -143,8 +143,9 @@ def test_two_openmp_threads_give_the_numpy_result(tmp_path: Path):
         from stripe import parse_ir
         from stripe.compiler import compile_program
         from stripe.passes import threads
+        from stripe.target import Target
         program = threads.run(parse_ir({MATMUL!r}),
-                              threads.Options(reqs=("kernel",), num_threads=4))
+                              threads.Options(reqs=("kernel",), num_threads=4), Target("test"))
         prog = compile_program(program)
         assert "#pragma omp parallel for" in prog.c_source
         rng = np.random.default_rng(5)
@@ -202,7 +203,7 @@ def test_threaded_pad_fills_keep_each_others_writes(tmp_path: Path):
 def test_reductions_are_never_threaded():
     op = OPS_BY_NAME["sum_all"]
     program = lower(op.source, op.input_specs())
-    assert threads.run(program, Options(reqs=("contraction",), num_threads=4)) is program
+    assert threads.run(program, Options(reqs=("contraction",), num_threads=4), TARGET) is program
     row_sum = OPS_BY_NAME["sum_axis0"]  # O[n] = +(I[m, n])
     program = lower(row_sum.source, row_sum.input_specs())
     after = run_and_check(threads.run, program, Options(reqs=("contraction",), num_threads=4),
@@ -213,17 +214,17 @@ def test_reductions_are_never_threaded():
 
 def test_nothing_to_do_returns_the_same_object():
     program = parse_ir(MATMUL)
-    assert threads.run(program, Options(reqs=("kernel",), num_threads=1)) is program
-    once = threads.run(program, Options(reqs=("kernel",), num_threads=4))
-    assert threads.run(once, Options(num_threads=4)) is once  # no nested threads
+    assert threads.run(program, Options(reqs=("kernel",), num_threads=1), TARGET) is program
+    once = threads.run(program, Options(reqs=("kernel",), num_threads=4), TARGET)
+    assert threads.run(once, Options(num_threads=4), TARGET) is once  # no nested threads
 
 
 def test_threads_over_the_tiles_of_autotile(cache: Path):
     op = OPS_BY_NAME["matmul"]
     program = lower(op.source, op.input_specs())
     tiled = autotile.run(program, autotile.Options(reqs=("contraction",), max_sizes_product=16,
-                                                   inner_set=("tile",)))
-    after = threads.run(tiled, Options(reqs=("contraction",), num_threads=4))
+                                                   inner_set=("tile",)), TARGET)
+    after = threads.run(tiled, Options(reqs=("contraction",), num_threads=4), TARGET)
     verify(after)
     outer = next(b for _, b in after.walk() if "threads" in b.tags)
     assert outer.sub_blocks[0].sub_blocks[0].has_tags({"tile"})
@@ -257,7 +258,7 @@ def test_catalogue_programs_keep_their_results(name):
 def test_c_back_end_agrees(name, cache):
     op = OPS_BY_NAME[name]
     after = threads.run(lower(op.source, op.input_specs()),
-                        Options(reqs=("kernel",), num_threads=4))
+                        Options(reqs=("kernel",), num_threads=4), TARGET)
     prog = compile_program(after)
     assert "#pragma omp parallel for" in prog.c_source
     arrays = random_inputs(op)
@@ -286,10 +287,10 @@ def test_min_work_leaves_small_blocks_on_one_thread() -> None:
     kernel = next(b for _, b in program.walk() if "contraction" in b.tags)
     assert kernel.work == 64 * 8 * 48
     small = threads.run(program, Options(reqs=("contraction",), num_threads=2,
-                                         min_work=kernel.work + 1))
+                                         min_work=kernel.work + 1), TARGET)
     assert small is program
     big = threads.run(program, Options(reqs=("contraction",), num_threads=2,
-                                       min_work=kernel.work))
+                                       min_work=kernel.work), TARGET)
     assert any("threads" in b.tags for _, b in big.walk())
     with pytest.raises(ValueError, match="min_work"):
         Options(min_work=-1)
@@ -376,13 +377,13 @@ def test_split_reductions_leave_what_they_cannot_split():
     program = lower(src, {"X": ((1000,), "float32")})
     # too little work per element of the copies
     assert threads.run(program, Options(reqs=("kernel",), num_threads=2,
-                                        split_reductions=True, split_min_points=501)) \
+                                        split_reductions=True, split_min_points=501), TARGET) \
         is program
     assert threads.run(program, Options(reqs=("kernel",), num_threads=2,
-                                        split_reductions=True, split_min_points=500)) \
+                                        split_reductions=True, split_min_points=500), TARGET) \
         is not program
     # off by default
-    assert threads.run(program, Options(reqs=("kernel",), num_threads=2)) is program
+    assert threads.run(program, Options(reqs=("kernel",), num_threads=2), TARGET) is program
     # a block that reads what it aggregates into keeps its order
     inout = parse_ir("""
 #program
@@ -411,7 +412,7 @@ block []:1 ( // p
 """)
     verify(inout)
     assert threads.run(inout, Options(reqs=("kernel",), num_threads=2, split_reductions=True,
-                                      split_min_points=1)) is inout
+                                      split_min_points=1), TARGET) is inout
     with pytest.raises(ValueError, match="split_min_points"):
         Options(split_min_points=0)
 

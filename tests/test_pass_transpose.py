@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from passcheck import check_pass
+from passcheck import TARGET, check_pass
 
 from stripe import interpret, lower, print_ir, verify
 from stripe.compiler import compile_program
@@ -206,7 +206,7 @@ CHAIN_INPUTS = {"A": ((7, 3), "float32"), "B": ((3, 5), "float32"),
 
 def test_a_lowered_chain_transposes_its_temporary_and_c_agrees():
     before = lower(CHAIN, CHAIN_INPUTS)
-    after = transpose.run(before, transpose.Options(reqs=("contraction",)))
+    after = transpose.run(before, transpose.Options(reqs=("contraction",)), TARGET)
     verify(after)
     assert after.ref("P").shape.strides == (1, 7)
     main = after.stmts[0]
@@ -236,7 +236,7 @@ def test_catalogue_programs_keep_their_results(name: str):
     arrays = random_inputs(op)
     want = interpret(before, arrays)
     for settings in SETTINGS:
-        after = transpose.run(before, transpose.Options(**settings))  # type: ignore[arg-type]
+        after = transpose.run(before, transpose.Options(**settings), TARGET)  # type: ignore[arg-type]
         verify(after)
         got = interpret(after, arrays)
         for out in want:
@@ -247,7 +247,7 @@ def test_catalogue_programs_keep_their_results(name: str):
 def test_c_back_end_honours_new_layouts(name: str):
     op = OPS_BY_NAME[name]
     before = lower(op.source, op.input_specs())
-    after = transpose.run(before, transpose.Options(only_tmp=False))
+    after = transpose.run(before, transpose.Options(only_tmp=False), TARGET)
     assert after is not before
     arrays = random_inputs(op)
     got, want = compile_program(after)(**arrays), op.reference(**arrays)
@@ -263,6 +263,6 @@ def test_the_docs_example_is_real_output():
             text = (docs / name).read_text()
             blocks += [b.split("```")[0].rstrip("\n") for b in text.split("```stripe\n")[1:]]
     before = lower(CHAIN, CHAIN_INPUTS)
-    after = transpose.run(before, transpose.Options(reqs=("contraction",)))
+    after = transpose.run(before, transpose.Options(reqs=("contraction",)), TARGET)
     assert print_ir(after).rstrip("\n") in blocks
     assert print_ir(before) == print_ir(after).replace("(1, 7)", "(5, 1)")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from ops_catalog import OPS, Op
 from ops_catalog import random_inputs as op_inputs
+from passcheck import TARGET
 
 import stripe.passes as passes_pkg
 from stripe import interpret, lower, parse_ir, print_ir
@@ -80,7 +81,7 @@ def test_every_pass_follows_the_protocol(name: str):
 def test_a_pass_that_selects_nothing_returns_the_same_object(name: str):
     program = parse_ir(PROGRAM)
     info = REGISTRY[name]
-    assert info.run(program, info.options(reqs=("no_such_tag",))) is program
+    assert info.run(program, info.options(reqs=("no_such_tag",)), TARGET) is program
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class _UndocumentedOptions:
 def _module(**attrs: object) -> types.ModuleType:
     mod = types.ModuleType("stripe.passes.fake")
     mod.__doc__ = "fake: a test pass."
-    for k, v in {"NAME": "fake", "Options": _GoodOptions, "run": lambda b, o: b,
+    for k, v in {"NAME": "fake", "Options": _GoodOptions, "run": lambda b, o, t: b,
                  **attrs}.items():
         setattr(mod, k, v)
     return mod
@@ -176,7 +177,7 @@ class _BrokenOptions(Selection):
     or ``raise``."""
 
 
-def _break(block: Block, options: _BrokenOptions) -> Block:
+def _break(block: Block, options: _BrokenOptions, target: object) -> Block:
     def edit(b: Block, site: Site) -> Block:
         if options.mode == "raise":
             raise RuntimeError("the test pass gave up")
