@@ -28,8 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-
+from dataclasses import dataclass, field
 
 from stripe import poly, tags
 from stripe.affine import Affine
@@ -50,6 +49,9 @@ from stripe.ir import (
     Store,
     agg_identity,
 )
+from stripe.loopnest import Bounds, ordered_loops, plan_loops, split_indexes
+from stripe.passes import collapse_threads, order_loops, start_fresh, vectorize
+from stripe.target import Compute, Target
 
 from . import microkernel, vmath
 from .microkernel import AVX2, DotKernel, MicroKernel, Vector
@@ -190,16 +192,6 @@ class _View:
     agg: AggOp = AggOp.ASSIGN
     memory: str = MAIN_MEMORY  # the location name of the allocation behind the view
     root: str = ""  # C name of the buffer or allocation the view finally addresses
-
-
-@dataclass(frozen=True)
-class _Bounds:
-    """A loop's range: constant bounds tightened by affine ones of outer values."""
-
-    lo: int
-    hi: int  # exclusive
-    lo_exprs: tuple[Affine, ...] = ()  # x >= -e for each e
-    hi_exprs: tuple[Affine, ...] = ()  # x <= e for each e
 
 
 def overwritten_first(root: Block, r: Refinement) -> bool:
@@ -363,17 +355,17 @@ class _Emitter:
                           f"{comment_name(q.into)} */")
 
     # blocks ---------------------------------------------------------------------------------
-    def block(self, b: Block, outer: _Scope, path: str) -> None:
+    def block(self, b: Block, outer: _Scope, path: str, start: Block | None = None) -> None:
+        """Emit ``b``; ``start`` is the block that starts its fresh views (``start_fresh``),
+        run first in its generic loop nest."""
         self.open("", f"block {comment_name(b.name)}")
         scope = _Scope(dict(outer.idx), {}, {}, outer.in_transfer or TRANSFER_TAG in b.tags)
         # A passed-in index of range 1 is a value fixed for the whole block: compute it once,
         # before the loops, so the guards that use it are tested as early as possible.
-        fixed = [ix for ix in b.idxs if ix.is_passed_in and ix.range == 1]
-        loops = [ix for ix in b.idxs if ix not in fixed]
+        fixed, loops = split_indexes(b)
+        loops = ordered_loops(b, loops, path)
         threaded = THREADS_TAG in b.tags and bool(loops)
-        if not threaded and not b.sub_blocks:
-            loops = loop_order(b, loops)
-        bounds, guards = self.plan_loops(b, loops)
+        bounds, guards = plan_loops(b, loops)
         opened = 0
         frees: list[str] = []
         self.count_entry(b, outer)
@@ -381,7 +373,7 @@ class _Emitter:
         if not threaded:
             frees, heap = self.allocations(b, outer, scope)
             guarded = self.allocated_guard(heap)
-        collapse = self.collapse_count(b, loops, bounds, guards) if threaded else 0
+        collapse = int(tags.value(b.tags, tags.COLLAPSE) or 0) if threaded else 0
         for ix in fixed:
             val = self.fresh("x")
             self.line(f"const int64_t {val} = {self.affine(ix.affine, outer)};"
@@ -390,21 +382,20 @@ class _Emitter:
         for g in guards[-1]:  # constraints on fixed values only: test once
             self.open(f"if ({self.affine(g, scope)} >= 0)")
             opened += 1
-        lanes = (lane_reduction(b, loops, guards)
-                 if not threaded and not scope.in_transfer and loops else None)
+        lanes = _lanes(b)
         kernel = self.micro_kernel_match(b, outer) if not threaded else None
         versioned = kernel is not None and self.micro_kernel(b, kernel, outer, scope)
         if versioned:  # the kernel ran unless a constraint fails somewhere in the box
             self.open("else")
             opened += 1
         if any(r.fresh for r in b.refs):
-            self.block(fresh_start(b), outer, path)
-        row = (row_accumulator(b, loops, bounds, guards)
-               if lanes is None and not threaded and not scope.in_transfer else None)
+            if start is None:
+                raise IRError("a block with fresh views needs its start block before it "
+                              "(the start_fresh pass)", path)
+            self.block(start, outer, path)
+        row = _row_accumulator(b, loops)
         acc = None
-        peel = (self.alignment_peel(b, loops, bounds, guards, outer)
-                if lanes is None and row is None and kernel is None and not threaded
-                and not scope.in_transfer and not b.sub_blocks and loops else None)
+        peel = self.peel_split(b, outer)
         for pos, ix in enumerate(loops):
             if lanes is not None and pos == len(loops) - 1:
                 break  # the reduction loop is emitted by lane_loop below
@@ -488,8 +479,8 @@ class _Emitter:
         self.open(f"if ({' && '.join(name for name, _ in heap)})")
         return 1
 
-    def row_start(self, w: Refinement, bound: _Bounds, scope: _Scope) -> tuple[str, str, str]:
-        """Declare the accumulator row of ``w`` (see :func:`row_accumulator`) over the
+    def row_start(self, w: Refinement, bound: Bounds, scope: _Scope) -> tuple[str, str, str]:
+        """Declare the accumulator row of ``w`` (a ``row_acc=`` tag, see ``vectorize``) over the
         innermost loop's range, filled with the aggregation's identity; (array, first
         value, end value) in C."""
         acc = self.fresh("r")
@@ -517,18 +508,17 @@ class _Emitter:
                                 f"{name}[{x} - {first}]", w.agg_op, w.dtype))
         self.close()
 
-    def lane_loop(self, b: Block, ix: Index, bound: _Bounds, w: Refinement, outer: _Scope,
-                  scope: _Scope, path: str) -> None:
-        """The innermost loop of a reduction into ``w`` (see :func:`lane_reduction`) as
-        ``lanes`` independent partial results over consecutive points, so that gcc can
-        vectorise it without reassociating anything itself; then the lanes, the remainder and
-        the view combine in that order. With ``vector.lane_chains`` sets of lanes (a cheap
-        body, see :func:`lane_sets`), a first loop takes that many groups of ``lanes``
-        consecutive points per step, each group into its own set, and the sets combine into
-        the first in order before the one-set loop takes the points left."""
+    def lane_loop(self, b: Block, ix: Index, bound: Bounds, lane: tuple[Refinement, int, int],
+                  outer: _Scope, scope: _Scope, path: str) -> None:
+        """The innermost loop of a reduction into ``w`` (``lanes=<lanes>x<sets>:<w>``, see
+        ``vectorize``) as ``lanes`` independent partial results over consecutive points, so
+        that gcc can vectorise it without reassociating anything itself; then the lanes, the
+        remainder and the view combine in that order. With several ``sets`` of lanes, a
+        first loop takes that many groups of ``lanes`` consecutive points per step, each
+        group into its own set, and the sets combine into the first in order before the
+        one-set loop takes the points left."""
+        w, lanes, sets = lane
         ct, agg = C_TYPES[w.dtype], w.agg_op
-        lanes = max(self.vector.bytes // w.dtype.itemsize, 2)
-        sets = lane_sets(b, lanes, bound, self.vector.lane_chains)
         accs = [self.fresh("r") for _ in range(sets)]
         acc, x, lane = accs[0], self.fresh("x"), self.fresh("l")
         self.line(f"{ct} {', '.join(f'{a}[{lanes}]' for a in accs)};"
@@ -697,14 +687,14 @@ class _Emitter:
 
     def kernel_constraints(self, b: Block, m: Index | None, n: Index | None,
                            reductions: tuple[Index, ...], scope: _Scope,
-                           ) -> tuple[list[str], list[str], list[str], dict[str, _Bounds]] | None:
+                           ) -> tuple[list[str], list[str], list[str], dict[str, Bounds]] | None:
         """Sort the constraints of a kernel's block: those that only bound the rows ``m``
         or the columns ``n`` from above (the last tile of a range; C expressions of the
         count in range), those on one reduction index (the last tile of a split reduction;
         they bound its loop in ``k_bounds``) and the rest, which must hold on the whole box
         (C conditions). None when some point of the box always fails one."""
         conds, limits, col_limits = [], [], []
-        k_bounds = {ix.name: _Bounds(0, ix.range) for ix in reductions}
+        k_bounds = {ix.name: Bounds(0, ix.range) for ix in reductions}
         for c in b.constraints:
             row = microkernel.row_limit(b, c, m) if m is not None else None
             if row is not None:
@@ -718,9 +708,9 @@ class _Emitter:
             if bound is not None:
                 name, coef, rest = bound
                 old = k_bounds[name]
-                k_bounds[name] = (_Bounds(old.lo, old.hi, old.lo_exprs + (rest,), old.hi_exprs)
+                k_bounds[name] = (Bounds(old.lo, old.hi, old.lo_exprs + (rest,), old.hi_exprs)
                                   if coef > 0 else
-                                  _Bounds(old.lo, old.hi, old.lo_exprs, old.hi_exprs + (rest,)))
+                                  Bounds(old.lo, old.hi, old.lo_exprs, old.hi_exprs + (rest,)))
                 continue
             g = microkernel.full_box_guard(b, c)
             if g.is_const:
@@ -770,7 +760,7 @@ class _Emitter:
         return True
 
     def dot_kernel_body(self, b: Block, k: DotKernel, outer: _Scope, scope: _Scope,
-                        rows: int, k_bounds: dict[str, _Bounds]) -> None:
+                        rows: int, k_bounds: dict[str, Bounds]) -> None:
         """The first ``rows`` rows of ``k``: per row, vector accumulators of products of the
         row and ``X`` along ``k`` (``sets`` of them, each vector of ``X`` loaded once for all
         the rows), the points short of a vector in a scalar, then the lanes summed in order
@@ -838,7 +828,7 @@ class _Emitter:
             self.line(f"{pc}[{i * scm}] {op} {h};")
 
     def ragged_switch(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
-                      key: str, shapes: list[tuple[int, int]], k_bounds: dict[str, _Bounds],
+                      key: str, shapes: list[tuple[int, int]], k_bounds: dict[str, Bounds],
                       mask: str | None = None) -> None:
         """A ``switch`` on ``key`` (``rows * (nv + 1) + vectors``) with a kernel of each of
         ``shapes`` (rows, vectors of columns)."""
@@ -853,7 +843,7 @@ class _Emitter:
 
     def plain_ragged(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
                      r_expr: str, shapes: list[tuple[int, int]], cols: str,
-                     k_bounds: dict[str, _Bounds]) -> None:
+                     k_bounds: dict[str, Bounds]) -> None:
         """Whole vectors of the rows and columns in range, then the columns short of a
         vector as scalar loops (:meth:`kernel_tail`)."""
         lanes = k.lanes
@@ -873,7 +863,7 @@ class _Emitter:
 
     def masked_ragged(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
                       r_expr: str, rows: str, cols: str,
-                      k_bounds: dict[str, _Bounds]) -> None:
+                      k_bounds: dict[str, Bounds]) -> None:
         """The rows in range and ``ceil(cols / lanes)`` vectors of columns, the last one read
         and written with AVX masked loads and stores (``vmaskmov``: the lanes past ``cols``
         are neither read nor written, and never fault)."""
@@ -890,7 +880,7 @@ class _Emitter:
                            k_bounds, mask)
 
     def micro_kernel_body(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope,
-                          rows: int, vecs: int, k_bounds: dict[str, _Bounds],
+                          rows: int, vecs: int, k_bounds: dict[str, Bounds],
                           mask: str | None = None) -> None:
         """The first ``rows`` rows and ``vecs`` vectors of columns of ``k``: accumulators in
         registers over the reduction. With ``mask`` (an AVX lane mask), the last vector of
@@ -1040,7 +1030,7 @@ class _Emitter:
 
         return (ptr["a"][0], ptr["b"][0], ptr["c"][0]), stride
 
-    def unrolled(self, k: MicroKernel, k_bounds: dict[str, _Bounds], scope: _Scope,
+    def unrolled(self, k: MicroKernel, k_bounds: dict[str, Bounds], scope: _Scope,
                  step: Callable[[str | None], None]) -> None:
         """The kernel's innermost reduction loop, its body written ``vector.unroll`` times
         per iteration (then once per point for what is left) by ``step(x)``, ``x`` the C
@@ -1067,7 +1057,7 @@ class _Emitter:
             step(v)
             self.close()
 
-    def reduction_loops(self, k: MicroKernel, k_bounds: dict[str, _Bounds],
+    def reduction_loops(self, k: MicroKernel, k_bounds: dict[str, Bounds],
                         stride: Callable[[str, Refinement, Index | None], int], scope: _Scope,
                         last: bool = True) -> tuple[list[str], list[str]]:
         """Open the kernel's loops over its reduction indexes (in block order, bounded by
@@ -1083,7 +1073,7 @@ class _Emitter:
         return offs_a, offs_b
 
     def kernel_tail(self, b: Block, k: MicroKernel, outer: _Scope, scope: _Scope, rows: str,
-                    first: str, cols: str, k_bounds: dict[str, _Bounds]) -> None:
+                    first: str, cols: str, k_bounds: dict[str, Bounds]) -> None:
         """Columns ``[first, cols)`` of rows ``[0, rows)`` of ``k`` as scalar loops: what a
         ragged tile leaves after its whole vectors. The reduction loops run outside the
         rows and columns, over a local block of accumulators, so that the elements' sums
@@ -1133,7 +1123,7 @@ class _Emitter:
         if STENCIL_TAG in b.tags:
             self.count("stencil.invocations", 1)
 
-    def bound_text(self, bound: _Bounds, scope: _Scope) -> tuple[str, str]:
+    def bound_text(self, bound: Bounds, scope: _Scope) -> tuple[str, str]:
         """C expressions of a loop's first and end values (end exclusive)."""
         lo, hi = str(bound.lo), str(bound.hi)
         for rest in bound.lo_exprs:  # x >= -rest
@@ -1142,44 +1132,29 @@ class _Emitter:
             hi = f"stripe_imin({hi}, {self.affine(rest, scope)} + 1)"
         return lo, hi
 
-    def alignment_peel(self, b: Block, loops: list[Index], bounds: dict[str, _Bounds],
-                       guards: dict[int, list[Affine]],
-                       outer: _Scope) -> tuple[Refinement, Affine, str] | None:
-        """For a leaf whose innermost loop walks the view it writes with unit stride (an
-        elementwise kernel's row), where to split that loop so that its second part starts
-        on a vector boundary of that view: ``(view, its offset in its parent, C name of the
-        split point)``; None when it does not apply (short loops or ones bounded by outer
-        values, guards inside, integer views). The two parts run the iterations in the same
-        order as the one loop did, so only where gcc's vectorised loop starts changes: on an
-        array 16 bytes past a cache line (where numpy puts large arrays) every other vector
-        store would cross a line otherwise."""
-        ix = loops[-1]
-        bound = bounds[ix.name]
-        if (ix.is_passed_in or guards[len(loops) - 1] or bound.lo_exprs or bound.hi_exprs
-                or bound.hi - bound.lo < PEEL_MIN_ELEMENTS):
+    def peel_split(self, b: Block, outer: _Scope) -> tuple[Refinement, Affine, str, int] | None:
+        """The split of ``b``'s innermost loop that its ``peel=<bytes>:<view>`` tag asks for
+        (``vectorize``): ``(view, its offset in its parent, C name of the split point,
+        bytes)``; None without the tag."""
+        value = tags.value(b.tags, tags.PEEL)
+        if value is None:
             return None
-        for r in b.refs:
-            if r.is_alloc or not r.dir.writes:
-                continue
-            if r.dtype not in (DType.FLOAT32, DType.FLOAT64) or r.from_ not in outer.refs:
-                return None
-            parent = outer.refs[r.from_]
-            offset = Affine()
-            for a, st in zip(r.access, parent.strides):
-                offset = offset + a * st
-            if offset.coeff(ix.name) != 1:
-                return None
-            return r, offset, self.fresh("h")
-        return None
+        nbytes, name = value.split(":", 1)
+        r = b.ref(name)
+        offset = Affine()
+        for a, st in zip(r.access, outer.refs[r.from_].strides):
+            offset = offset + a * st
+        return r, offset, self.fresh("h"), int(nbytes)
 
-    def peeled_head(self, b: Block, ix: Index, bound: _Bounds,
-                    peel: tuple[Refinement, Affine, str], outer: _Scope, scope: _Scope,
+    def peeled_head(self, b: Block, ix: Index, bound: Bounds,
+                    peel: tuple[Refinement, Affine, str, int], outer: _Scope, scope: _Scope,
                     path: str) -> None:
-        """Emit the split point of :meth:`alignment_peel` and the loop up to it."""
-        r, offset, split = peel
+        """Emit the split point of :meth:`peel_split` and the loop up to it: the points
+        before the first element of the view on a vector boundary."""
+        r, offset, split, vb = peel
         at_lo = _Scope({**scope.idx, ix.name: str(bound.lo)})
         start = f"{outer.refs[r.from_].cname} + ({self.affine(offset, at_lo)})"
-        vb, item = self.vector.bytes, r.dtype.itemsize
+        item = r.dtype.itemsize
         self.line(f"const int64_t {split} = {bound.lo} + stripe_imin({bound.hi - bound.lo}, "
                   f"(int64_t)(((uintptr_t)0 - (uintptr_t)({start})) % {vb} / {item}));"
                   f"  /* the first {comment_name(r.into)} on a {vb}-byte boundary */")
@@ -1191,68 +1166,6 @@ class _Emitter:
         self.views(b, outer, head, path)
         self.body_of(b, head, path)
         self.close()
-
-    def plan_loops(self, b: Block, loops: list[Index],
-                   ) -> tuple[dict[str, _Bounds], dict[int, list[Affine]]]:
-        """Loop bounds per index and, per loop position, the guards to test after it.
-
-        A constraint on a single plain index tightens that index's bounds (exact). A
-        constraint whose innermost index is a plain loop index with coefficient +-1 bounds
-        that loop by the values of the outer ones (``n <= 249 - n_0`` becomes ``n <
-        min(16, 250 - n_0)``): the loop has no test inside, so it vectorises. Every other
-        constraint is tested right after the loop of its innermost index. Position -1 holds
-        the constraints of a block without indexes.
-        """
-        pos_of = {ix.name: k for k, ix in enumerate(loops)}
-        lo = {ix.name: 0 for ix in loops}
-        hi = {ix.name: ix.range for ix in loops}
-        guards: dict[int, list[Affine]] = {k: [] for k in range(-1, len(loops))}
-        dyn_lo: dict[str, list[Affine]] = {ix.name: [] for ix in loops}
-        dyn_hi: dict[str, list[Affine]] = {ix.name: [] for ix in loops}
-        for c in b.constraints:
-            names = c.vars()
-            if len(names) == 1 and names[0] in pos_of and not b.idx(names[0]).is_passed_in:
-                n, coef = names[0], c.coeff(names[0])
-                if coef > 0:
-                    lo[n] = max(lo[n], -(c.const // coef))
-                else:
-                    hi[n] = min(hi[n], c.const // -coef + 1)
-                continue
-            where = max((pos_of.get(n, -1) for n in names), default=-1)
-            if where >= 0 and not loops[where].is_passed_in:
-                inner = loops[where].name
-                coef = c.coeff(inner)
-                if abs(coef) == 1:
-                    rest = c - Affine(((inner, coef),))
-                    (dyn_lo if coef > 0 else dyn_hi)[inner].append(rest)
-                    continue
-            guards[where].append(c)
-        bounds = {n: _Bounds(lo[n], max(hi[n], lo[n]), tuple(dyn_lo[n]), tuple(dyn_hi[n]))
-                  for n in lo}
-        return bounds, guards
-
-    @staticmethod
-    def collapse_count(b: Block, loops: list[Index], bounds: dict[str, _Bounds],
-                       guards: dict[int, list[Affine]]) -> int:
-        """How many leading loops may run in parallel without two threads writing one element.
-
-        A loop over index ``p`` qualifies when every writable view of the block has a dimension
-        accessed as ``c*p + const`` with ``|c| >= size``: different values of ``p`` then write
-        disjoint boxes, whatever the aggregation. Loops with passed-in values or guards in
-        between end the run (``collapse`` needs a perfect nest), and so do bounds that
-        depend on another loop (the nest must be rectangular).
-        """
-        writes = [r for r in b.refs if not r.is_alloc and r.dir.writes]
-        n = 0
-        for pos, ix in enumerate(loops):
-            if ix.is_passed_in or not all(_owns(r, ix.name) for r in writes):
-                break
-            if pos and (bounds[ix.name].lo_exprs or bounds[ix.name].hi_exprs):
-                break
-            n += 1
-            if guards[pos]:
-                break
-        return n
 
     def allocations(self, b: Block, outer: _Scope,
                     scope: _Scope) -> tuple[list[str], list[tuple[str, int]]]:
@@ -1308,9 +1221,16 @@ class _Emitter:
     def body_of(self, b: Block, scope: _Scope, path: str) -> None:
         saved = self.row_writes
         self.row_writes = (b, self.written_rows(b, scope)) if self.vector.prefetch_writes else None
-        for s in b.stmts:
+        start: Block | None = None
+        for k, s in enumerate(b.stmts):
             if isinstance(s, Block):
-                self.block(s, scope, f"{path}/{s.name}")
+                after = b.stmts[k + 1] if k + 1 < len(b.stmts) else None
+                if (tags.FRESH_START in s.tags and isinstance(after, Block)
+                        and any(r.fresh for r in after.refs)):
+                    start = s  # run as part of the next block
+                    continue
+                self.block(s, scope, f"{path}/{s.name}", start)
+                start = None
             else:
                 self.statement(s, scope, path)
         self.row_writes = saved
@@ -1489,47 +1409,6 @@ def _stats_functions(n: int) -> str:
             f"stripe_counters[k] = 0; }}\n")
 
 
-def loop_order(b: Block, loops: list[Index]) -> list[Index]:
-    """The loop nest order for a leaf block (points are independent, so any order is valid).
-
-    The innermost loop is the index that walks the most views contiguously: the fewest views
-    in which its stride is neither 0 nor 1 (written views count double), preferring an index
-    the written views depend on (its updates vectorise) over a reduction index, then the
-    smaller written stride. If it is an output index, the reduction indexes come right
-    outside it (each element's terms still combine in increasing index order); the other
-    output indexes stay outermost in decreasing stride order. Passed-in indexes keep their
-    place at the front.
-    """
-    writes = [r for r in b.refs if r.dir.writes or r.is_alloc]
-    views = [r for r in b.refs if not r.is_alloc]
-    movable = [ix for ix in loops if not ix.is_passed_in and ix.range > 1]
-    if not writes or len(movable) < 2:
-        return loops
-
-    def stride(r: Refinement, name: str) -> int:
-        return sum(abs(a.coeff(name)) * st for a, st in zip(r.access, r.shape.strides))
-
-    out = {ix.name: sum(stride(r, ix.name) for r in writes) for ix in movable}
-
-    def penalty(ix: Index) -> tuple[int, int, int, int]:
-        scattered = sum((2 if r.dir.writes else 1) for r in views
-                        if stride(r, ix.name) not in (0, 1))
-        return (scattered, 0 if out[ix.name] else 1, out[ix.name], -loops.index(ix))
-
-    inner = min(movable, key=penalty)
-    owned = [ix for ix in movable if out[ix.name] > 0 and ix is not inner]
-    reductions = [ix for ix in movable if out[ix.name] == 0 and ix is not inner]
-    owned.sort(key=lambda ix: (-out[ix.name], loops.index(ix)))
-    fixed_front = [ix for ix in loops if ix not in movable]
-    return fixed_front + owned + reductions + [inner]
-
-
-def _owns(r: Refinement, name: str) -> bool:
-    """Distinct values of index ``name`` address disjoint boxes of view ``r``."""
-    return any(a.vars() == (name,) and abs(a.coeff(name)) >= max(size, 1)
-               for a, size in zip(r.access, r.shape.sizes))
-
-
 def _store_text(view: _View, value: str, agg: AggOp) -> str:
     return _combine_text(f"*{view.cname}", value, agg, view.dtype)
 
@@ -1547,138 +1426,31 @@ def _combine_text(p: str, value: str, agg: AggOp, dtype: DType) -> str:
     return f"{{ const {C_TYPES[dtype]} t_ = {value}; {p} = t_ {op} {p} ? t_ : {p}; }}"
 
 
-def fresh_start(b: Block) -> Block:
-    """The block that starts the fresh views of ``b`` (see ``Refinement.fresh``) for one of
-    its instances: over the same points, each stores the aggregation's identity into the
-    element that the point's own stores combine into. The generic loop nest runs it first;
-    a micro-kernel needs none (it stores its sums). Loop indexes that neither the fresh
-    views nor the constraints use (the reduction of a row of dot products) are left out:
-    every value of the others has a point, and the element would only be started again."""
-    refs, stmts = [], []
-    for r in b.refs:
-        if not r.fresh:
-            continue
-        value = f"$start_{len(refs)}"
-        refs.append(replace(r, fresh=False, agg_op=AggOp.ASSIGN))
-        stmts += [Constant(value, agg_identity(r.agg_op, r.dtype), r.dtype),
-                  Store(value, r.into)]
-    used = {v for r in refs for a in r.access for v in a.vars()}
-    used |= {v for c in b.constraints for v in c.vars()}
-    idxs = tuple(i for i in b.idxs if i.is_passed_in or i.name in used)
-    return Block(f"{b.name}_fresh", "", idxs, b.constraints, tuple(refs), tuple(stmts))
-
-
 def _identity_text(agg: AggOp, dtype: DType) -> str:
     """The value that ``agg`` leaves unchanged, as a C literal of ``dtype``."""
     return c_literal(agg_identity(agg, dtype), dtype)
 
 
-LANE_AGGS = (AggOp.ADD, AggOp.MAX, AggOp.MIN)
-
-
-def lane_reduction(b: Block, loops: list[Index], guards: dict[int, list[Affine]],
-                   ) -> Refinement | None:
-    """The view a leaf block reduces into along its innermost loop, when that loop can run
-    as independent lanes: the loop's index is a plain index of range >= 16 with no guard
-    after it, a store (the first such) is the only one to an ``out`` view (not an
-    allocation) with aggregation ``add``, ``max`` or ``min`` whose access does not use the
-    index and that nothing loads, the block has no child block or special, and some view read
-    walks the index with unit stride. Other stores run point by point as before (the
-    elements a fused producer writes on the way). Each lane combines its points in order
-    and the lanes combine in order: ``max``/``min`` give the same result as one
-    accumulator, a sum is regrouped as any tiling of a reduction regroups it."""
-    if b.sub_blocks or any(isinstance(s, Special) for s in b.stmts):
+def _lanes(b: Block) -> tuple[Refinement, int, int] | None:
+    """``(view, lanes, sets)`` of ``b``'s ``lanes=<lanes>x<sets>:<view>`` tag (a reduction
+    along the innermost loop run in lanes, see ``vectorize``); None without it."""
+    value = tags.value(b.tags, tags.LANES)
+    if value is None:
         return None
-    ix = loops[-1]
-    if ix.is_passed_in or ix.range < 16 or guards.get(len(loops) - 1):
+    shape, name = value.split(":", 1)
+    lanes, sets = shape.split("x")
+    return b.ref(name), int(lanes), int(sets)
+
+
+def _row_accumulator(b: Block, loops: list[Index]) -> tuple[int, Refinement] | None:
+    """``(position of the loop, view)`` of ``b``'s ``row_acc=<index>:<view>`` tag (the row
+    of ``view`` along the innermost loop accumulated locally from the loop of ``index``
+    in, see ``vectorize``); None without it."""
+    value = tags.value(b.tags, tags.ROW_ACC)
+    if value is None:
         return None
-    stores = [s for s in b.stmts if isinstance(s, Store)]
-
-    def reduces(into: str) -> bool:
-        if not b.has_ref(into) or sum(s.into == into for s in stores) != 1:
-            return False
-        w = b.ref(into)
-        return not (w.is_alloc or w.dir is not RefDir.OUT or w.agg_op not in LANE_AGGS
-                    or w.dtype is DType.BOOL or any(ix.name in a.vars() for a in w.access)
-                    or any(isinstance(s, Load) and s.from_ == into for s in b.stmts))
-
-    # the first store that reduces along the loop runs in lanes; the other stores (the
-    # elements of a fused elementwise producer, a second reduction) run point by point, in
-    # the same order as before
-    targets = [s.into for s in stores if reduces(s.into)]
-    if not targets:
-        return None
-    w = b.ref(targets[0])
-
-    def unit(r: Refinement) -> bool:
-        return abs(sum(a.coeff(ix.name) * st for a, st in zip(r.access, r.shape.strides))) == 1
-
-    if not any(unit(r) for r in b.refs if not r.is_alloc and r.dir is RefDir.IN):
-        return None
-    return w
-
-
-def lane_sets(b: Block, lanes: int, bound: _Bounds, chains: int) -> int:
-    """Sets of lane accumulators for the lane loop of ``b`` (``Compute.lane_chains``):
-    ``chains`` when every intrinsic of the block is cheap and the loop's range holds a
-    step of ``chains * lanes`` points, else 1."""
-    if chains <= 1 or bound.hi - bound.lo < chains * lanes:
-        return 1
-    if any(isinstance(s, Intrinsic) and s.name not in CHEAP_INTRINSICS for s in b.stmts):
-        return 1
-    return chains
-
-
-# an elementwise row at least this long starts its vectorised loop on a vector boundary of
-# the view it writes (_Emitter.alignment_peel)
-PEEL_MIN_ELEMENTS = 64
-ROW_ACCUMULATOR_BYTES = 256  # at most 8 AVX2 registers' worth
-
-
-def row_accumulator(b: Block, loops: list[Index], bounds: dict[str, _Bounds],
-                    guards: dict[int, list[Affine]]) -> tuple[int, Refinement] | None:
-    """(position of the first reduction loop, the view) when a leaf block's innermost loop
-    walks the elements of the view it aggregates into and the loops just outside it are
-    reductions (the order :func:`loop_order` gives a depthwise convolution: ``x, y`` then
-    the window ``i, j``, then the channels ``c``). The emitter then keeps that row of the
-    output in a local array across the reduction loops and combines it into memory once
-    after them: gcc holds the array in registers, where it must otherwise load and store
-    the output around every step (it cannot prove the output distinct from the inputs).
-
-    Conditions: the innermost index is plain and used by the view, its bounds depend on no
-    reduction loop and nothing is guarded after it; at least one reduction loop (an index
-    the view does not use) sits right outside it; the block's only store to the view is an
-    ``out`` view aggregating with ``add``, ``max`` or ``min``, nothing loads it, there is no
-    child block or special; the row is at most ``ROW_ACCUMULATOR_BYTES``. Each element
-    still combines its terms in loop order (max and min exactly; a sum is regrouped as a
-    tiling of the reduction would)."""
-    if b.sub_blocks or any(isinstance(s, Special) for s in b.stmts) or len(loops) < 2:
-        return None
-    c = loops[-1]
-    stores = [s for s in b.stmts if isinstance(s, Store)]
-    if c.is_passed_in or guards.get(len(loops) - 1) or len(stores) != 1:
-        return None
-    if not b.has_ref(stores[0].into):
-        return None
-    w = b.ref(stores[0].into)
-    if (w.is_alloc or w.dir is not RefDir.OUT or w.agg_op not in LANE_AGGS
-            or w.dtype is DType.BOOL
-            or not any(c.name in a.vars() for a in w.access)
-            or any(isinstance(s, Load) and s.from_ == w.into for s in b.stmts)):
-        return None
-    used = {v for a in w.access for v in a.vars()}
-    first = len(loops) - 1
-    while first > 0 and loops[first - 1].name not in used and not loops[first - 1].is_passed_in:
-        first -= 1
-    if first == len(loops) - 1:
-        return None
-    reductions = {ix.name for ix in loops[first:-1]}
-    bound = bounds[c.name]
-    if any(set(e.vars()) & reductions for e in bound.lo_exprs + bound.hi_exprs):
-        return None
-    if (bound.hi - bound.lo) * w.dtype.itemsize > ROW_ACCUMULATOR_BYTES:
-        return None
-    return first, w
+    index, name = value.split(":", 1)
+    return [ix.name for ix in loops].index(index), b.ref(name)
 
 
 _FLOAT_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin",
@@ -1688,13 +1460,6 @@ _CMP = {"cmp_eq": "==", "cmp_ne": "!=", "cmp_lt": "<", "cmp_le": "<=", "cmp_gt":
         "cmp_ge": ">="}
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "bit_and": "&", "bit_or": "|", "bit_xor": "^",
            "shl": "<<", "shr": ">>"}
-
-# intrinsics cheap enough that a lane loop's body is bound by the latency of its
-# accumulator rather than by the vector units (see Compute.lane_chains)
-CHEAP_INTRINSICS = frozenset({"add", "sub", "mul", "neg", "min", "max", "abs", "cast", "assign",
-                              "cond", "not", "and", "or", "bit_and", "bit_or", "bit_xor",
-                              "bit_not", *_CMP})
-
 
 def intrinsic_expr(name: str, dtype: DType, args: list[tuple[str, DType]], path: str) -> str:
     """C expression for one intrinsic (inputs converted to ``dtype`` unless noted)."""
@@ -1758,10 +1523,32 @@ _HANDLERS: dict[type, Callable[[_Emitter, Statement, _Scope, str], None]] = {
 }
 
 
-def emit_c(program: Block, vector: Vector = AVX2) -> CProgram:
-    """The C translation unit for a verified ``#program`` block; micro-kernels and reduction
-    lanes are written for ``vector`` (the hardware config's SIMD width and registers)."""
+def decide(program: Block, target: Target) -> Block:
+    """``program`` with the back end's decisions taken for ``target`` and recorded as tags:
+    the passes ``start_fresh``, ``order_loops``, ``vectorize`` and ``collapse_threads``, in
+    that order. They are idempotent: on a program whose pipeline ended with them (every
+    shipped config), nothing changes; on one that never ran them (no target, a hand-built
+    block) or that a pass changed after them, they decide."""
+    program = start_fresh.run(program, start_fresh.Options(), target)
+    program = order_loops.run(program, order_loops.Options(), target)
+    program = vectorize.run(program, vectorize.Options(), target)
+    return collapse_threads.run(program, collapse_threads.Options(), target)
+
+
+def print_c(program: Block, vector: Vector = AVX2) -> CProgram:
+    """The C translation unit for a verified ``#program`` block whose decisions are taken
+    (tags, see :func:`decide`); a block without decision tags runs its loops in index order,
+    point by point, on one thread. Micro-kernels are written for ``vector`` (the hardware
+    config's SIMD width and registers)."""
     return _Emitter(vector).program(program)
+
+
+def emit_c(program: Block, vector: Vector = AVX2) -> CProgram:
+    """The C translation unit for a verified ``#program`` block: :func:`decide`, then
+    :func:`print_c`."""
+    target = Target("c", compute=Compute(vector_width=vector.bytes,
+                                         lane_chains=vector.lane_chains))
+    return print_c(decide(program, target), vector)
 
 
 def _is_int(text: str) -> bool:

@@ -41,3 +41,28 @@ STENCIL_IDX_PREFIX = "stencil_"  # stencil pass: ``stencil_<slot>`` on matched i
 PEAK_TAG = "peak_{loc}={bytes}"                # place: peak bytes used in a memory
 WORKING_SET_TAG = "working_set_{loc}={bytes}"  # schedule: working set of a memory
 DEPS_TAG = "deps={positions}"                  # schedule: direct predecessors of a statement
+
+# Decisions of the back-end passes, read by the C back end (``docs/codegen.md``): each is a
+# ``key=value`` block tag; :func:`value` reads one and :func:`keyed` writes one.
+LOOP_ORDER = "loop_order"  # order_loops: ``loop_order=<i>:<j>:...``, the loops outermost first
+LANES = "lanes"            # reduce_lanes: ``lanes=<lanes>x<sets>:<view>``, a lane reduction
+ROW_ACC = "row_acc"        # accumulate_rows: ``row_acc=<index>:<view>``, a row accumulator
+PEEL = "peel"              # peel_alignment: ``peel=<bytes>:<view>``, an aligned split
+FRESH_START = "fresh_start"  # start_fresh: the block that starts the next block's fresh views
+COLLAPSE = "collapse"      # collapse_threads: ``collapse=<n>``, the parallel leading loops
+
+
+def keyed(key: str, value: object) -> str:
+    """The tag ``key=value``."""
+    return f"{key}={value}"
+
+
+def value(tags: frozenset[str], key: str) -> str | None:
+    """The value of the tag ``key=...`` in ``tags`` (the first in sorted order), or None."""
+    found = sorted(t for t in tags if t.startswith(key + "="))
+    return found[0][len(key) + 1:] if found else None
+
+
+def without(tags: frozenset[str], key: str) -> frozenset[str]:
+    """``tags`` without any ``key=...`` tag."""
+    return frozenset(t for t in tags if not t.startswith(key + "="))

@@ -259,7 +259,7 @@ def test_stats_are_empty_for_a_plain_program(cache):
 
 def test_leaf_loops_put_the_unit_stride_output_index_innermost():
     import stripe
-    from stripe.codegen.c_emitter import loop_order
+    from stripe.passes.order_loops import loop_order
 
     src = ("function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) { O[n, x, y, co : N, X, Y, CO]"
            " = +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]); }")

@@ -95,6 +95,10 @@ def workloads(draw) -> Program:  # type: ignore[no-untyped-def]
 def _options(draw, kind: str) -> dict[str, object]:  # type: ignore[no-untyped-def]
     pick = lambda *xs: draw(st.sampled_from(xs))  # noqa: E731
     flag = lambda: draw(st.booleans())  # noqa: E731
+    if kind in ("start_fresh", "order_loops", "collapse_threads"):
+        return {}
+    if kind == "vectorize":
+        return {"lanes": flag(), "row_accumulators": flag(), "peel": flag()}
     if kind in ("localize", "scalarize", "place", "cleanup"):
         return {"place": {"locs": ("L2",), "mem_KiB": 64}}.get(kind, {})
     if kind == "fuse":
