@@ -7,20 +7,23 @@ from pathlib import Path
 
 import pytest
 
+import stripe
 from stripe.codegen.microkernel import AVX2
 from stripe.compiler import build_settings
 from stripe.config import (
     CONFIG_KEYS,
     ConfigError,
+    RawOptions,
     cflag_ok,
     check_option_type,
     describe_configs,
     list_configs,
     load_config,
+    read_config,
 )
 from stripe.errors import StripeError
 from stripe.passes import REGISTRY, PassInfo, cleanup, localize, option_docs
-from stripe.passes.manager import describe_passes
+from stripe.passes.manager import describe_passes, resolve, run_pipeline
 from stripe.target import DEFAULT_CACHE_LINE, HOST, Memory, Target
 
 
@@ -552,3 +555,39 @@ def test_stripe_passes_shows_nested_fields(nested_pass: str):
     assert "                Dim:" in block
     assert "                    name: str = required" in block
     assert "                        The dimension's name." in block
+
+
+# the layers: reading the file, then the pipeline builder -------------------------------------
+
+
+BAD_TYPE = """
+target: t
+passes:
+  - type: cleanup
+  - type: autotiel
+"""
+
+
+def test_reading_a_config_needs_no_pass_layer(tmp_path: Path):
+    """read_config checks the file but not the pass types; the pipeline builder (resolve)
+    does, with the file and line, and load_config, run_pipeline and stripe.compile all
+    resolve before any pass runs."""
+    path = write(tmp_path, BAD_TYPE)
+    raw = read_config(path)
+    assert [(p.type, p.line) for p in raw.passes] == [("cleanup", 3), ("autotiel", 4)]
+    assert isinstance(raw.passes[0].options, RawOptions)
+    for fail in (lambda: resolve(raw), lambda: load_config(path),
+                 lambda: run_pipeline(stripe.lower(ADD, ADD_INPUTS), raw),
+                 lambda: stripe.compile(ADD, ADD_INPUTS, target=path)):
+        with pytest.raises(ConfigError) as err:
+            fail()
+        assert err.value.line == 4 and err.value.path == str(path)
+        assert "unknown pass type 'autotiel'" in str(err.value) and "cleanup" in err.value.choices
+    good = read_config(write(tmp_path, "target: t\npasses: [{type: cleanup}]\n", "ok.yaml"))
+    resolved = resolve(good)
+    assert resolved.passes[0].options == cleanup.Options()
+    assert resolve(resolved) is resolved  # nothing left to do
+
+
+ADD = "function (A[N], B[N]) -> (C) { C = A + B; }"
+ADD_INPUTS = {"A": ((4,), "float32"), "B": ((4,), "float32")}
