@@ -29,8 +29,8 @@ CDEF = ("int stripe_run(void **args); void stripe_stats(int64_t *out); "
 # -fno-trapping-math and -fno-math-errno change no result (nothing reads FP exception flags
 # or errno) but let gcc if-convert float selections (relu, max) and vectorise sqrt. Views
 # and indexes a block declares but never uses are normal in emitted code: no warnings.
-# -g0: Python's own CFLAGS (which cffi passes first) ask for debug info, which took a third
-# of gcc's time on the larger programs (a 112x112x32 depthwise convolution: 2.0 -> 1.3 s).
+# -g0: Python's own CFLAGS (which cffi passes first) ask for debug info, which takes a large
+# share of gcc's time on the larger programs and serves nothing here.
 # -fno-predictive-commoning: gcc 12's predictive commoning invents stores in OpenMP loops,
 # onto another thread's part of a buffer (docs/codegen.md#flags, tests/test_pass_threads.py).
 BASE_FLAGS = ("-O3", "-g0", "-fno-wrapv", "-ffp-contract=fast", "-fno-trapping-math",

@@ -34,13 +34,8 @@ coefficients, fitted by a Remez exchange against float64 references):
     factor; the reduction is done on ``a`` itself (``r = a - n*ln2/2``, ``|r| <= ln2/4``),
     ``exp(2r) = 1 + u`` with ``u = 2r + r^2*Q(r)`` (``Q`` of degree 4, minimax relative
     error 3.1e-9), and ``exp(2a) + 1 = 2^n*u + (2^n + 1)`` in one fused multiply-add, the
-    ``2^n + 1`` beside the chain. Against the previous version (degree 4 below 0.625, the
-    reduction on ``2a`` and ``exp(2r)`` formed first, bit for bit ``stripe_expf``): one
-    multiply-add fewer and a shorter dependency chain, the same accuracy; in cache 0.58 ->
-    0.53 ns per element on one Zen 4 core (AVX2), ``tanh(a*b+c)`` over 16M elements 11.5 ->
-    10.8 ms with the four arrays 32 KiB apart, the same 18 ms with them 4 KiB apart (what
-    equal arrays allocated one after another get), where the memory streams set the time
-    (docs/performance.md).
+    ``2^n + 1`` beside the chain: one multiply-add fewer and a shorter dependency chain than
+    forming ``exp(2r)`` first, at the same accuracy.
 
 Selections are bit blends (``stripe_vm_select``), not float ternaries: under gcc's default
 ``-ftrapping-math`` a ternary lets gcc sink the unselected arm's arithmetic into a branch that

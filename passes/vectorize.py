@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from stripe import tags
 from stripe.affine import Affine
 from stripe.dtypes import DType
+from stripe.intrinsics import CHEAP
 from stripe.ir import AggOp, Block, Index, Intrinsic, Load, RefDir, Refinement, Special, Store
 from stripe.loopnest import Bounds, Guards, block_nest
 from stripe.target import Target
@@ -70,14 +71,6 @@ ROW_ACCUMULATOR_BYTES = 256
 
 VECTOR_WIDTHS = (16, 32, 64)
 """Vector widths the back end writes; another width is taken as 32 bytes."""
-
-CHEAP_INTRINSICS = frozenset({
-    "add", "sub", "mul", "neg", "min", "max", "abs", "cast", "assign", "cond", "not", "and",
-    "or", "bit_and", "bit_or", "bit_xor", "bit_not",
-    "cmp_eq", "cmp_ne", "cmp_lt", "cmp_le", "cmp_gt", "cmp_ge"})
-"""Intrinsics cheap enough that a lane loop's body is bound by the latency of its
-accumulator rather than by the vector units: only such bodies keep several sets of lanes."""
-
 
 @dataclass(frozen=True)
 class Options(Selection):
@@ -171,11 +164,12 @@ def lane_reduction(b: Block, loops: list[Index], guards: Guards) -> Refinement |
 
 def lane_sets(b: Block, lanes: int, bound: Bounds, chains: int) -> int:
     """Sets of lane accumulators for the lane loop of ``b``: ``chains`` when every
-    intrinsic of the block is cheap (``CHEAP_INTRINSICS``) and the loop's range holds a
+    intrinsic of the block is cheap (``stripe.intrinsics``: a loop of them is bound by its
+    accumulator's latency, not by the vector units) and the loop's range holds a
     step of ``chains * lanes`` points, else 1."""
     if chains <= 1 or bound.hi - bound.lo < chains * lanes:
         return 1
-    if any(isinstance(s, Intrinsic) and s.name not in CHEAP_INTRINSICS for s in b.stmts):
+    if any(isinstance(s, Intrinsic) and s.name not in CHEAP for s in b.stmts):
         return 1
     return chains
 

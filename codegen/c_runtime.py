@@ -1,0 +1,153 @@
+"""The runtime around the emitted code: the C prelude (vector types, masked loads and
+stores, the vector math functions, overlap and integer helpers), the description of a
+compiled program (``BufferSpec``, ``CProgram``), the run-time counters' functions, and
+which program buffers need no zeroing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stripe import poly
+from stripe.dtypes import DType
+from stripe.ir import (
+    Block,
+    Load,
+    Refinement,
+    Special,
+    Store,
+)
+
+from . import microkernel, vmath
+
+OVERLAP = -1
+"""What ``stripe_run`` returns, before running, when an output's bytes overlap another
+argument's (``STRIPE_OVERLAP`` in the C prelude)."""
+
+
+PRELUDE = """\
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+""" + microkernel.vector_typedefs() + """
+#if defined(__AVX__)
+/* AVX masked loads and stores (vmaskmov) through the compiler's builtins, which gcc and
+   clang share (<immintrin.h> alone takes 0.4 s to parse). Lane masks for a partial vector:
+   the n lanes from table + lanes - n are all ones. */
+typedef int stripe_i32x8 __attribute__((vector_size(32)));
+typedef long long stripe_i64x4 __attribute__((vector_size(32)));
+__attribute__((unused)) static const int32_t stripe_lane_mask_i32[16] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+__attribute__((unused)) static const long long stripe_lane_mask_i64[8] = {
+    -1, -1, -1, -1, 0, 0, 0, 0};
+#define stripe_maskload_f32x8(p, m) \\
+    __builtin_ia32_maskloadps256((const stripe_f32x8 *)(p), (m))
+#define stripe_maskstore_f32x8(p, m, v) \\
+    __builtin_ia32_maskstoreps256((stripe_f32x8 *)(p), (m), (v))
+#define stripe_maskload_f64x4(p, m) \\
+    __builtin_ia32_maskloadpd256((const stripe_f64x4 *)(p), (m))
+#define stripe_maskstore_f64x4(p, m, v) \\
+    __builtin_ia32_maskstorepd256((stripe_f64x4 *)(p), (m), (v))
+#endif
+""" + vmath.VMATH_C + """
+/* do the byte ranges [p, p + n) and [q, q + m) overlap? (as integers: no pointer
+   comparison across objects) */
+#define STRIPE_OVERLAP (""" + str(OVERLAP) + """)
+static inline int stripe_overlap(const void *p, int64_t n, const void *q, int64_t m) {
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+    return a < b + (uintptr_t)m && b < a + (uintptr_t)n;
+}
+static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t stripe_ipow(int64_t b, int64_t e) {
+    int64_t r = 1;
+    if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
+    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
+    return r;
+}
+"""
+
+
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """One argument of ``stripe_run``: a caller's array."""
+
+    name: str
+    dtype: DType
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    is_output: bool
+
+
+@dataclass(frozen=True)
+class CProgram:
+    source: str
+    buffers: tuple[BufferSpec, ...]  # argument order of stripe_run
+    uses_openmp: bool
+    stat_names: tuple[str, ...] = ()  # run-time counters, in stripe_counters order
+    # the checked heap allocations: stripe_run returns k + 1 when the k-th one failed
+    allocations: tuple[str, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[BufferSpec, ...]:
+        return tuple(b for b in self.buffers if not b.is_output)
+
+    @property
+    def outputs(self) -> tuple[BufferSpec, ...]:
+        return tuple(b for b in self.buffers if b.is_output)
+
+
+
+def overwritten_first(root: Block, r: Refinement) -> bool:
+    """Is every element of the program's buffer ``r`` stored into before anything reads it?
+    Then it need not be zeroed: the first statement of the block that views it whole
+    (``main``) to touch it stores into all of it (``poly.overwritten_by_first_use``)."""
+    for s in root.stmts:
+        if not isinstance(s, Block):
+            if isinstance(s, (Load, Store, Special)) and r.into in (
+                    (s.from_, s.into) if isinstance(s, (Load, Store)) else s.inputs + s.outputs):
+                return False
+            continue
+        if not any(v.from_ == r.into for v in s.refs):
+            continue
+        [v, *more] = [v for v in s.refs if v.from_ == r.into]
+        whole = (not more and not s.idxs and not s.constraints and v.dtype is r.dtype
+                 and all(a.is_zero for a in v.access) and v.shape.sizes == r.shape.sizes)
+        return whole and poly.overwritten_by_first_use(s, v.into, r.shape.sizes)
+    return False
+
+
+
+def byte_size(n: int) -> str:
+    """``n`` bytes for a person: 4.0 PiB, 12 KiB, 100 B."""
+    for unit, k in (("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k:
+            return f"{n / (1 << k):.1f} {unit}"
+    return f"{n} B"
+
+
+def stats_functions(n: int) -> str:
+    """The counters array and the two functions that read and reset it."""
+    return (f"#define STRIPE_NSTATS {max(n, 1)}\n"
+            f"static int64_t stripe_counters[{max(n, 1)}];\n"
+            f"static inline void stripe_flush(const int64_t *lc) {{ for (int k = 0; k < {n}; "
+            f"++k) if (lc[k]) __atomic_fetch_add(&stripe_counters[k], lc[k], "
+            f"__ATOMIC_RELAXED); }}\n"
+            # live bytes of a memory, and their peak: allocations inside parallel loops
+            # run on several threads at once, so both are updated atomically
+            f"__attribute__((unused)) static inline void stripe_live(int cur, int peak, "
+            f"int64_t amount) {{ int64_t now = __atomic_add_fetch(&stripe_counters[cur], "
+            f"amount, __ATOMIC_RELAXED); if (peak < 0) return; int64_t old = "
+            f"__atomic_load_n(&stripe_counters[peak], __ATOMIC_RELAXED); while (now > old && "
+            f"!__atomic_compare_exchange_n(&stripe_counters[peak], &old, now, 1, "
+            f"__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {{}} }}\n"
+            f"void stripe_stats(int64_t *out) {{ for (int k = 0; k < {n}; ++k) "
+            f"out[k] = stripe_counters[k]; }}\n"
+            f"void stripe_reset_stats(void) {{ for (int k = 0; k < {max(n, 1)}; ++k) "
+            f"stripe_counters[k] = 0; }}\n")
+
+

@@ -1,0 +1,122 @@
+"""C text of expressions and values: C types, literals, comment-safe names, stores that
+combine by an aggregation, and the table of intrinsics (``intrinsic_expr``). Pure
+functions of their arguments; the scopes the emitter keeps (``View``, ``Scope``) live
+here too."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from stripe.dtypes import DType
+from stripe.errors import IRError
+from stripe.intrinsics import c_expr
+from stripe.ir import (
+    AggOp,
+    agg_identity,
+)
+
+MAIN_MEMORY = "main"       # how an allocation without a location is reported
+
+C_TYPES = {
+    DType.BOOL: "_Bool", DType.INT8: "int8_t", DType.INT16: "int16_t",
+    DType.INT32: "int32_t", DType.INT64: "int64_t", DType.UINT8: "uint8_t",
+    DType.FLOAT32: "float", DType.FLOAT64: "double",
+}
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+# AVX masked access per element type: (lane mask table suffix, masked load, masked store)
+MASK_OPS = {DType.FLOAT32: ("i32x8", "stripe_maskload_f32x8", "stripe_maskstore_f32x8"),
+             DType.FLOAT64: ("i64x4", "stripe_maskload_f64x4", "stripe_maskstore_f64x4")}
+
+
+def comment_name(name: str) -> str:
+    """An IR name safe to show inside a C comment: an identifier, or identifiers joined by
+    ``+`` (the name ``fuse`` gives a fused block); '?' otherwise."""
+    return name if all(_IDENT.fullmatch(part) for part in name.split("+")) else "?"
+
+
+def c_float(value: float, dtype: DType) -> str:
+    if math.isnan(value):
+        return "NAN"
+    if math.isinf(value):
+        return "INFINITY" if value > 0 else "(-INFINITY)"
+    text = float(value).hex()
+    return f"{text}f" if dtype is DType.FLOAT32 else text
+
+
+def c_literal(value: object, dtype: DType) -> str:
+    if dtype.is_float:
+        return c_float(float(value), dtype)  # type: ignore[arg-type]
+    if dtype is DType.BOOL:
+        return "1" if value else "0"
+    v = int(value)  # type: ignore[call-overload]
+    if dtype is DType.INT64 and v == -(2 ** 63):
+        return "INT64_MIN"
+    return f"INT64_C({v})" if dtype is DType.INT64 else f"({C_TYPES[dtype]}){v}"
+
+
+@dataclass
+class View:
+    """A buffer pointer in scope: C name, dtype, sizes and strides (elements)."""
+
+    cname: str
+    dtype: DType
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    agg: AggOp = AggOp.ASSIGN
+    memory: str = MAIN_MEMORY  # the location name of the allocation behind the view
+    root: str = ""  # C name of the buffer or allocation the view finally addresses
+
+
+
+@dataclass
+class Scope:
+    idx: dict[str, str] = field(default_factory=dict)      # IR index -> C expr
+    refs: dict[str, View] = field(default_factory=dict)   # IR ref -> view
+    scalars: dict[str, tuple[str, DType]] = field(default_factory=dict)
+    in_transfer: bool = False  # inside a block tagged ``transfer``: count bytes moved
+    # stores into these views combine into a C lvalue instead: name -> (lvalue, dtype, agg)
+    redirect: dict[str, tuple[str, DType, AggOp]] = field(default_factory=dict)
+
+
+
+def store_text(view: View, value: str, agg: AggOp) -> str:
+    return combine_text(f"*{view.cname}", value, agg, view.dtype)
+
+
+def combine_text(p: str, value: str, agg: AggOp, dtype: DType) -> str:
+    """C statement combining ``value`` into lvalue ``p`` by aggregation ``agg``."""
+    if agg is AggOp.ASSIGN:
+        return f"{p} = {value};"
+    if agg is AggOp.ADD:
+        return f"{p} += {value};"
+    if agg is AggOp.MUL:
+        return f"{p} *= {value};"
+    op = ">" if agg is AggOp.MAX else "<"
+    # a select, not an `if`: gcc turns it into vmaxps/vminps (same NaN rule: keep p)
+    return f"{{ const {C_TYPES[dtype]} t_ = {value}; {p} = t_ {op} {p} ? t_ : {p}; }}"
+
+
+def identity_text(agg: AggOp, dtype: DType) -> str:
+    """The value that ``agg`` leaves unchanged, as a C literal of ``dtype``."""
+    return c_literal(agg_identity(agg, dtype), dtype)
+
+
+
+def intrinsic_expr(name: str, dtype: DType, args: list[tuple[str, DType]], path: str) -> str:
+    """C expression for one intrinsic: its row of the table of intrinsics
+    (``stripe.intrinsics``)."""
+    try:
+        return c_expr(name, dtype, args)
+    except KeyError:
+        raise IRError(f"cannot emit intrinsic '{name}'", path) from None
+
+
+def is_int(text: str) -> bool:
+    """Is the C expression ``text`` an integer literal?"""
+    return text.lstrip("-").isdigit()
+
