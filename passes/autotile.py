@@ -83,7 +83,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from stripe import poly
@@ -181,9 +181,11 @@ class Options(Selection):
     """Views left out of both the size caps and the cache-line cost, by name (``into``) or
     by tag (e.g. the weights of a convolution that live elsewhere)."""
 
-    cache_width: int = 0
-    """Cache line (or transfer) width in bytes; 0 counts every element as one line. The
-    paper's Figure 4 uses lines of 8 int8 elements: ``cache_width: 8``."""
+    cache_width: int | None = None
+    """Cache line (or transfer) width in bytes; unset: the target's (``Target.cache_line``,
+    the narrowest line of its memories: the paper's Figure 4 declares lines of 8 int8
+    elements). 0 counts every element as one line, and so do the cost functions called
+    with this option unset and no target."""
 
     input_cost: float = 1.0
     """Weight of one cache line of a view that is read."""
@@ -199,15 +201,16 @@ class Options(Selection):
     """Tilings with fewer tiles than this are penalised by the factor ``min_count/tiles``
     (e.g. the number of cores that should each get a tile)."""
 
-    units: int = 1
+    units: int | None = None
     """Cores that will share the tiles (the ``threads`` pass splits the tiles of the indexes
-    that own every written view into contiguous shares, as evenly as their count allows).
-    A tiling whose shares leave a core idle part of the time costs more by the factor
-    ``units * (points of the busiest core) / points``: a 14x14x256 convolution's 256 output
-    channels in tiles of 96 split 2 + 1 tiles (192 and 64 channels), 1.5x; in tiles of 48,
-    3 + 3 (144 and 112), 1.125x. The term assumes the ``threads`` pass sees every such index
-    of the tile block; ``hoist`` with the same ``units`` moves none inward that would leave
-    the cores less evenly loaded. 1: no term."""
+    that own every written view into contiguous shares, as evenly as their count allows);
+    unset: the target's compute units. A tiling whose shares leave a core idle part of the
+    time costs more by the factor ``units * (points of the busiest core) / points``: a
+    14x14x256 convolution's 256 output channels in tiles of 96 split 2 + 1 tiles (192 and 64
+    channels), 1.5x; in tiles of 48, 3 + 3 (144 and 112), 1.125x. The term assumes the
+    ``threads`` pass sees every such index of the tile block; ``hoist`` with the same
+    ``units`` moves none inward that would leave the cores less evenly loaded. 1: no term
+    (as for the cost functions called with this option unset and no target)."""
 
     units_parts: int = 1
     """Shares per core (the ``threads`` pass's ``parts_per_thread``), handed out in order
@@ -237,11 +240,11 @@ class Options(Selection):
         for name in ("min_split_range", "min_unit_run", "max_sizes_product", "max_input_size",
                      "max_output_size", "max_total_size", "max_streams", "cache_width",
                      "units_min_work", "stream_start"):
-            if getattr(self, name) < 0:
+            if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0 means no limit), "
                                  f"got {getattr(self, name)}")
         for name in ("min_size", "min_count", "units", "units_parts"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("input_cost", "output_cost"):
             if getattr(self, name) < 0:
@@ -250,9 +253,26 @@ class Options(Selection):
             for text in self.stencils:
                 parse_stencil(text)
 
+    def for_target(self, target: Target) -> Options:
+        """These options with ``cache_width`` and ``units``, when unset, from ``target``."""
+        return replace(self, cache_width=(target.cache_line if self.cache_width is None
+                                          else self.cache_width),
+                       units=target.units if self.units is None else self.units)
+
+    @property
+    def line_bytes(self) -> int:
+        """``cache_width``, 0 (every element a line) when unset."""
+        return self.cache_width or 0
+
+    @property
+    def cores(self) -> int:
+        """``units``, 1 when unset."""
+        return self.units or 1
+
 
 def run(block: Block, options: Options, target: Target) -> Block:
     """Tile every selected block (children first, so a new inner block is not revisited)."""
+    options = options.for_target(target)
     return rewrite(block, options, lambda b, site: _autotile(b, site, options), order="post")
 
 
@@ -349,7 +369,7 @@ def tile_cost(block: Block, tile: Mapping[str, int], options: Options, *,
     sizes = full_tile(block, tile)
     counts = {n: math.ceil(block.idx(n).range / t) for n, t in sizes.items()}
     refs = tuple(_ref_cost(block, r.into, _relevant_sizes(block, r.into, sizes),
-                           tuple(ancestors), options.cache_width)
+                           tuple(ancestors), options.line_bytes)
                  for r in block.refs if _is_costed(r, options))
     work = math.prod(sizes.values())
     tiles = math.prod(counts.values())
@@ -362,7 +382,7 @@ def tile_cost(block: Block, tile: Mapping[str, int], options: Options, *,
     io = options.input_cost * tc.input_lines + options.output_cost * tc.output_lines
     if options.stream_start:
         io += options.input_cost * tc.stream_runs * options.stream_start / (
-            options.cache_width or 1)
+            options.line_bytes or 1)
     cost = expand * util * io / work + options.split_factor * math.log2(tiles)
     return TileCost(tc.tile, refs, work, tiles, expand, cost)
 
@@ -371,7 +391,8 @@ def unit_imbalance(block: Block, sizes: Mapping[str, int], options: Options) -> 
     """``units * (points of the busiest core) / points`` when the ``threads`` pass shares
     the tiles of ``block`` (tile sizes ``sizes``) among ``options.units`` cores; 1.0 when
     balanced or when the term is off (see ``Options.units``)."""
-    if options.units < 2 or block.work < options.units_min_work:
+    units = options.cores
+    if units < 2 or block.work < options.units_min_work:
         return 1.0
     sizes = dict(sizes)
     if all(t >= block.idx(n).range for n, t in sizes.items() if not block.idx(n).is_passed_in):
@@ -380,8 +401,8 @@ def unit_imbalance(block: Block, sizes: Mapping[str, int], options: Options) -> 
     counts = {n: math.ceil(block.idx(n).range / sizes[n]) for n in splittable(block)}
     counts = {n: c for n, c in counts.items() if c > 1}
     if not counts:
-        return float(options.units)  # one tile of the written views: one core runs it all
-    parts = choose_parts(counts, options.units * options.units_parts)
+        return float(units)  # one tile of the written views: one core runs it all
+    parts = choose_parts(counts, units * options.units_parts)
     # the points of each share along each split index (only the last share is short)
     extents = []
     for n, per in parts.items():
@@ -389,10 +410,10 @@ def unit_imbalance(block: Block, sizes: Mapping[str, int], options: Options) -> 
         extents.append([min((j + 1) * per * t, r) - j * per * t
                         for j in range(math.ceil(counts[n] / per))])
     shares = [math.prod(e) for e in itertools.product(*extents)]
-    busy = [0] * options.units
+    busy = [0] * units
     for s in shares:  # in order, each to the core that is free first
         busy[busy.index(min(busy))] += s
-    return options.units * max(busy) / sum(shares)
+    return units * max(busy) / sum(shares)
 
 
 def choose_tile(block: Block, options: Options, *,

@@ -70,7 +70,7 @@ keeps A's (or B's) tags.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from stripe import poly, tags
@@ -136,8 +136,9 @@ class Options(Selection):
     point to its neighbour. A row softmax's row qualifies; a column one, whose point walks a
     column touching a line per element, does not."""
 
-    cache_width: int = 64
-    """Cache line width in bytes for ``max_point_bytes``."""
+    cache_width: int | None = None
+    """Cache line width in bytes for ``max_point_bytes``; unset: the target's
+    (``Target.cache_line``)."""
 
     max_shared_bytes: int = 0
     """Only fuse when every buffer that distinct points of the fused block read in
@@ -155,6 +156,8 @@ class Options(Selection):
 
 def run(block: Block, options: Options, target: Target) -> Block:
     """Fuse producer/consumer groups among the children of every selected parent."""
+    if options.cache_width is None:
+        options = replace(options, cache_width=target.cache_line)
     parents = Selection(options.parent_reqs)
     # Pre-order, as PlaidML's FusionPassRecurse: a fused block's children are fused next.
     return rewrite(block, parents, lambda b, site: _fuse_children(b, site, options),
@@ -586,6 +589,7 @@ def _point_bytes(views: Mapping[str, _View], options: Options) -> float:
     """Bytes of the cache lines that one fused point touches through its views (each box
     counted from a line boundary)."""
     width = options.cache_width
+    assert width is not None  # run takes the target's
     return sum(width * box_lines(v.ref.shape.sizes, v.ref.shape.strides,
                                  v.ref.dtype.itemsize, width) for v in views.values())
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stripe.affine import Affine
 from stripe.ir import Block, Index, RefDir, Refinement, Statement, with_field
@@ -93,13 +93,13 @@ class Options(Selection):
     ``reorder``). False for blocks that the ``threads`` pass has already split (each core's
     share, tagged by its ``inner_set``), where any loop may go outermost."""
 
-    units: int = 1
-    """Cores among which the ``threads`` pass will share P's loops (after hoisting, those
-    left in P'). A prefix or order is taken only if the indexes it leaves in P' that every
-    written view follows share as evenly among ``units`` cores as P's own do: a 56x56x64
-    convolution's tile loop ``[x:5, co:2]`` shares evenly by ``co`` (1 + 1); hoisting its
-    input's copy out of ``co`` left only ``x`` (3 + 2 row tiles), 1.2x the work on one
-    core. 1: no condition."""
+    units: int | None = None
+    """Cores among which the ``threads`` pass will share P's loops (after hoisting, those left in
+    P'); unset: the target's compute units. A prefix or order is taken only if the indexes it leaves
+    in P' that every written view follows share as evenly among ``units`` cores as P's own do: a
+    56x56x64 convolution's tile loop ``[x:5, co:2]`` shares evenly by ``co`` (1 + 1); hoisting its
+    input's copy out of ``co`` left only ``x`` (3 + 2 row tiles), 1.2x the work on one core. 1: no
+    condition."""
 
     in_place: int = 0
     """When above 0: a copy left repeated after hoisting (inside a loop over an index of P
@@ -117,12 +117,19 @@ class Options(Selection):
             raise ValueError(f"in_place must be >= 0, got {self.in_place}")
         if self.output_cost < 0:
             raise ValueError(f"output_cost must be >= 0, got {self.output_cost}")
-        if self.units < 1:
+        if self.units is not None and self.units < 1:
             raise ValueError(f"units must be >= 1, got {self.units}")
+
+    @property
+    def cores(self) -> int:
+        """``units``; 1 (no condition) while unset, before ``run`` takes the target's."""
+        return self.units or 1
 
 
 def run(block: Block, options: Options, target: Target) -> Block:
     """Hoist invariant copies out of the trailing loops of every selected block."""
+    if options.units is None:
+        options = replace(options, units=target.units)
     return rewrite(block, options, lambda b, site: _hoist(b, site, options), order="post")
 
 
@@ -135,15 +142,15 @@ def _hoist(p: Block, site: Site, options: Options) -> Block:
     if not candidates:
         return p
     shared = _shared(p, candidates)
-    limit = _imbalance(p, [i for i in p.idxs if not i.is_passed_in], shared, options.units)
+    limit = _imbalance(p, [i for i in p.idxs if not i.is_passed_in], shared, options.cores)
     if options.reorder:
         p = _best_order(p, candidates, shared, limit, options)
     plain = [i for i in p.idxs if not i.is_passed_in]
-    best = _best_prefix(p, plain, candidates, shared, limit, options.units)
+    best = _best_prefix(p, plain, candidates, shared, limit, options.cores)
     moved = best[2] if best else []
     if options.in_place:
         kept = plain[:best[1]] if best else plain  # the loops the threads pass shares
-        parts = _parts(kept, shared, options.units)
+        parts = _parts(kept, shared, options.cores)
         dropped = []
         for k in candidates:
             loops = kept if k in moved else plain  # the loops the copy runs inside
@@ -295,7 +302,7 @@ def _best_order(p: Block, candidates: list[int], shared: set[str], limit: float,
                for r in _written(p, candidates)]  # (elements of a tile, indexes it follows)
 
     def cost(order: tuple[Index, ...]) -> float:
-        best = _best_prefix(p, list(order), candidates, shared, limit, options.units)
+        best = _best_prefix(p, list(order), candidates, shared, limit, options.cores)
         points = copied * total - (best[0] if best else 0)
         for elements, follows in outputs:
             last = max((j for j, i in enumerate(order) if i.name in follows), default=-1)

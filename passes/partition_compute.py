@@ -37,7 +37,7 @@ the inner block.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stripe import tags
 from stripe.affine import Affine
@@ -57,17 +57,23 @@ UNIT = tags.UNIT
 class Options(UnitSplit):
     """Options of ``partition_compute`` (PlaidML's ``PartitionComputePass``)."""
 
+    num_parts: int | None = None
+    """At most this many units share the block (the product of the parts); unset: the
+    target's compute units."""
+
     unit_name: str = "PE"
     """Location name given to the inner block: ``<unit_name[u]>`` with ``u`` the unit."""
 
 
 def run(block: Block, options: Options, target: Target) -> Block:
     """Partition every selected block (children first; the new blocks are not revisited)."""
+    if options.num_parts is None:
+        options = replace(options, num_parts=target.units)
     return rewrite(block, options, lambda b, site: _partition(b, site, options), order="post")
 
 
 def _partition(block: Block, site: Site, options: Options) -> Block:
-    split = plan(block, options.num_parts, options.idx_tag)
+    split = plan(block, options.num_parts or 1, options.idx_tag)
     if split is None:
         return block
     outer = split_units(block, split, site.ancestors, options.idx_tag, options.set_tags,

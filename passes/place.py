@@ -55,17 +55,19 @@ class Options(Selection):
     locs: tuple[str, ...] = ("SRAM",)
     """Names of the memories (refinement location names) whose buffers get addresses."""
 
-    alignment: int = 1
-    """Every address is a multiple of this many bytes."""
+    alignment: int | None = None
+    """Every address is a multiple of this many bytes. Unset: per memory, the target's line
+    of that memory (1 when the target declares none)."""
 
-    mem_KiB: int = 0
-    """Size of each memory in KiB; a buffer ending above it is an error (0: no limit)."""
+    mem_KiB: int | None = None
+    """Size of each memory in KiB; a buffer ending above it is an error (0: no limit).
+    Unset: per memory, the target's size of that memory (no limit when it declares none)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.alignment < 1:
+        if self.alignment is not None and self.alignment < 1:
             raise ValueError(f"alignment must be >= 1, got {self.alignment}")
-        if self.mem_KiB < 0:
+        if self.mem_KiB is not None and self.mem_KiB < 0:
             raise ValueError(f"mem_KiB must be >= 0, got {self.mem_KiB}")
         if "" in self.locs:
             raise ValueError("locs names local memories; the default memory '' has no arena")
@@ -158,16 +160,27 @@ def _ancestor_busy(site: Site, block: Block, loc: str) -> list[tuple[int, int]]:
     return busy
 
 
-def _place_block(block: Block, site: Site, options: Options) -> Block:
+def _memory(options: Options, target: Target, loc: str) -> tuple[int, int]:
+    """(alignment, size limit in bytes, 0: none) of memory ``loc``: the options', or where
+    unset the target's line and size of ``loc``."""
+    mem = target.memory(loc) if target.has_memory(loc) else None
+    align = (mem.line if mem else 1) if options.alignment is None else options.alignment
+    kib = options.mem_KiB
+    limit = (mem.size if mem else 0) if kib is None else kib * 1024
+    return align, limit
+
+
+def _place_block(block: Block, site: Site, options: Options, target: Target) -> Block:
     refs = {r.into: r for r in block.refs}
     for loc in options.locs:
         allocs = _allocs(block, loc)
         if not allocs:
             continue
+        alignment, limit = _memory(options, target, loc)
         spans = lifetimes(block, [r.into for r in allocs])
         items = [Item(r.into, _byte_size(r), *spans[r.into]) for r in allocs]
-        offsets = first_fit(items, options.alignment, _ancestor_busy(site, block, loc))
-        _check_fits(site.path, loc, items, offsets, options.mem_KiB * 1024)
+        offsets = first_fit(items, alignment, _ancestor_busy(site, block, loc))
+        _check_fits(site.path, loc, items, offsets, limit)
         for item in items:
             refs[item.name] = with_field(refs[item.name], offset=offsets[item.name])
     return block.replace(refs=tuple(refs[r.into] for r in block.refs))
@@ -200,7 +213,7 @@ def _tag_peaks(block: Block, site: Site, options: Options) -> Block:
 
 def run(block: Block, options: Options, target: Target) -> Block:
     """Place the buffers of every selected block, parents first; tag the peaks."""
-    placed = rewrite(block, options, lambda b, site: _place_block(b, site, options),
+    placed = rewrite(block, options, lambda b, site: _place_block(b, site, options, target),
                      order="pre")
     return rewrite(placed, options, lambda b, site: _tag_peaks(b, site, options))
 

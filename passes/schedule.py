@@ -37,7 +37,7 @@ Tags read: ``reqs``/``exclude``, ``transfer``. Tags set: ``scheduled``,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
@@ -80,23 +80,33 @@ class Options(Selection):
     mem_loc: str = "SRAM"
     """Name of the explicitly managed memory (the location name of its allocations)."""
 
-    mem_KiB: int = 0
-    """Size of ``mem_loc`` in KiB; a working set above it is an error (0: no limit)."""
+    mem_KiB: int | None = None
+    """Size of ``mem_loc`` in KiB; a working set above it is an error (0: no limit). Unset:
+    the size of the target's memory ``mem_loc`` (no limit when the target declares none)."""
 
-    alignment: int = 1
-    """Buffer sizes are rounded up to a multiple of this many bytes (as placement will)."""
+    alignment: int | None = None
+    """Buffer sizes are rounded up to a multiple of this many bytes (as placement will).
+    Unset: the line of the target's memory ``mem_loc`` (1 when the target declares none)."""
 
     xfer_loc: str = "DMA"
     """The transfer unit given to ``transfer`` blocks that have no location."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.alignment < 1:
+        if self.alignment is not None and self.alignment < 1:
             raise ValueError(f"alignment must be >= 1, got {self.alignment}")
-        if self.mem_KiB < 0:
+        if self.mem_KiB is not None and self.mem_KiB < 0:
             raise ValueError(f"mem_KiB must be >= 0, got {self.mem_KiB}")
         if not self.mem_loc:
             raise ValueError("mem_loc must name a local memory")
+
+    def for_target(self, target: Target) -> Options:
+        """These options with ``mem_KiB`` and ``alignment``, when unset, from the target's
+        memory ``mem_loc``."""
+        mem = target.memory(self.mem_loc) if target.has_memory(self.mem_loc) else None
+        kib = (mem.size // 1024 if mem else 0) if self.mem_KiB is None else self.mem_KiB
+        align = (mem.line if mem else 1) if self.alignment is None else self.alignment
+        return replace(self, mem_KiB=kib, alignment=align)
 
 
 class WorkingSetError(IRError):
@@ -300,7 +310,7 @@ def _with_xfer_loc(stmt: Statement, xfer_loc: str) -> Statement:
 
 
 def _schedule_block(block: Block, site: Site, options: Options) -> Block:
-    budget = Budget(options.mem_loc, options.alignment, options.mem_KiB * 1024)
+    budget = Budget(options.mem_loc, options.alignment or 1, (options.mem_KiB or 0) * 1024)
     if not budget.allocs(block):
         return block
     graph = dependency_graph(block, site.ancestors)
@@ -323,6 +333,7 @@ def _schedule_block(block: Block, site: Site, options: Options) -> Block:
 
 def run(block: Block, options: Options, target: Target) -> Block:
     """Order the statements of every selected block that allocates in ``mem_loc``."""
+    options = options.for_target(target)
     return rewrite(block, options, lambda b, site: _schedule_block(b, site, options))
 
 

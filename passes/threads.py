@@ -17,7 +17,7 @@ keeps whole) is split along its longest reduction index instead. The block becom
 without indexes (tagged ``split_reduction``) that views the parent's buffers whole and holds
 
 * a new buffer ``<name>_part`` per written view: one copy of the view's region per thread,
-  each starting on a new cache line;
+  each starting on a new cache line (``Target.cache_line``);
 * a block filling the copies with the aggregation's identity (``split_init``);
 * the block split along that index, its thread index owning the copies: each thread
   aggregates into its own;
@@ -44,7 +44,7 @@ Tags read: ``reqs``/``exclude`` (blocks), ``threads`` (on the block and its ance
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stripe import tags
 from stripe.affine import Affine
@@ -80,9 +80,9 @@ THREAD = tags.THREAD
 class Options(Selection):
     """Options of ``threads`` (``partition_compute`` on CPU cores)."""
 
-    num_threads: int = 1
-    """At most this many threads share the block (the product of the parts); typically the
-    number of cores."""
+    num_threads: int | None = None
+    """At most this many threads share the block (the product of the parts); unset: the
+    target's compute units (its cores)."""
 
     set_tags: tuple[str, ...] = ()
     """Tags added to the outer block, besides ``threads``."""
@@ -119,7 +119,7 @@ class Options(Selection):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.num_threads < 1:
+        if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
         if self.min_work < 0:
             raise ValueError(f"min_work must be >= 0, got {self.min_work}")
@@ -133,21 +133,25 @@ class Options(Selection):
 
 def run(block: Block, options: Options, target: Target) -> Block:
     """Thread every selected block that is not inside a threaded block."""
-    return rewrite(block, options, lambda b, site: _thread(b, site, options), order="post")
+    if options.num_threads is None:
+        options = replace(options, num_threads=target.units)
+    line = target.cache_line
+    return rewrite(block, options, lambda b, site: _thread(b, site, options, line),
+                   order="post")
 
 
-def _thread(block: Block, site: Site, options: Options) -> Block:
+def _thread(block: Block, site: Site, options: Options, line: int) -> Block:
     if any(THREADS in b.tags for b in (*site.ancestors, block)):
         return block
     if any(THREADS in s.tags for _, s in block.walk()):
         return block  # a child is already threaded (this pass ran on it, children first)
     if block.work < options.min_work:
         return block
-    parts = options.num_threads * options.parts_per_thread
+    parts = (options.num_threads or 1) * options.parts_per_thread
     sizes = plan(block, parts, options.idx_tag)
     if sizes is None:
         if options.split_reductions and site.ancestors:
-            return _split_reduction(block, site, options, parts) or block
+            return _split_reduction(block, site, options, parts, line) or block
         return block
     return split_units(block, sizes, site.ancestors, options.idx_tag,
                        (THREADS, *options.set_tags), options.inner_set)
@@ -163,7 +167,8 @@ SPLIT_COMBINE = "split_combine"
 _ASSOCIATIVE = (AggOp.ADD, AggOp.MUL, AggOp.MAX, AggOp.MIN)
 
 
-def _split_reduction(block: Block, site: Site, options: Options, parts: int) -> Block | None:
+def _split_reduction(block: Block, site: Site, options: Options, parts: int,
+                     line: int) -> Block | None:
     """``block`` split along its longest reduction (``Options.split_reductions``), inside a
     new block without indexes that views the parent's buffers whole; None when it is not
     split."""
@@ -216,7 +221,7 @@ def _split_reduction(block: Block, site: Site, options: Options, parts: int) -> 
         extent = view.shape.sizes
         name = fresh_name(f"{w.from_}_part", taken)
         taken.add(name)
-        shape = _part_shape(w, extent, parts)
+        shape = _part_shape(w, extent, parts, line)
         wrapper_refs.append(Refinement(RefDir.NONE, "", name,
                                        tuple(Affine() for _ in shape.dims), shape))
         strides = shape.strides
@@ -235,15 +240,12 @@ def _split_reduction(block: Block, site: Site, options: Options, parts: int) -> 
                  stmts=(*before, outer, *after), tags=frozenset({SPLIT}))
 
 
-LINE = 64
-"""Bytes each thread's copy is rounded up to, so that no two threads write one cache line."""
-
-
-def _part_shape(w: Refinement, extent: tuple[int, ...], parts: int) -> TensorShape:
+def _part_shape(w: Refinement, extent: tuple[int, ...], parts: int, line: int) -> TensorShape:
     """The copies of view ``w``'s region (``extent``): dense, one after another, each
-    starting on a new cache line."""
+    starting on a new cache line of ``line`` bytes (the target's), so that no two threads
+    write one line."""
     inner = TensorShape.packed(w.dtype, extent)
-    per_line = max(1, LINE // w.dtype.itemsize)
+    per_line = max(1, line // w.dtype.itemsize)
     step = -(-max(1, inner.elem_count) // per_line) * per_line
     return TensorShape(w.dtype, (TensorDim(parts, step), *inner.dims))
 

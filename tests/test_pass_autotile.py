@@ -169,6 +169,12 @@ block [x:4, y:4] ( // kernel_1
 """
 
 
+def fig4_options() -> Options:
+    """The paper's autotile options, with the cache line of its target (8 bytes)."""
+    config = load_config("examples/paper_fig4")
+    return config.passes[0].options.for_target(config.target)
+
+
 def conv_program() -> Block:
     return lower(CONV_SRC, CONV_INPUTS)
 
@@ -181,7 +187,7 @@ def conv_arrays() -> dict[str, np.ndarray]:
 
 def test_figure5_conv_halo_text() -> None:
     program = conv_program()
-    options = load_config("examples/paper_fig4").passes[0].options
+    options = fig4_options()
     after = tile_and_check(program, options, conv_arrays())
     [kernel] = kernels(after, "contraction")
     assert print_ir(kernel) == print_ir(parse_ir(FIGURE5_KERNEL))
@@ -250,7 +256,7 @@ def test_figure4_costs(tile: tuple[int, int], lines_in: int, lines_out: int, mac
                        nbytes: int, cost: float | None) -> None:
     program = conv_program()
     [kernel] = kernels(program, "contraction")
-    options = load_config("examples/paper_fig4").passes[0].options
+    options = fig4_options()
     tc = autotile.tile_cost(kernel, {"x": tile[0], "y": tile[1]}, options,
                             ancestors=(program, program.stmts[0]))
     assert (tc.input_lines, tc.output_lines, tc.work, tc.total_bytes) == (
@@ -266,7 +272,7 @@ def test_figure4_best_of_every_spatial_tile() -> None:
     # not only the candidate sizes: every x, y tile within the cap, 3x4 is the cheapest
     program = conv_program()
     [kernel] = kernels(program, "contraction")
-    options = load_config("examples/paper_fig4").passes[0].options
+    options = fig4_options()
     costs = {}
     for x in range(1, 13):
         for y in range(1, 17):
@@ -294,7 +300,7 @@ def test_figure5_tiling_from_config() -> None:
 def test_figure5_same_tile_when_reductions_may_split() -> None:
     program = conv_program()
     [kernel] = kernels(program, "contraction")
-    options = load_config("examples/paper_fig4").passes[0].options
+    options = fig4_options()
     wide = Options(**{**options.__dict__, "acc_idxs": True})
     best = autotile.choose_tile(kernel, wide, ancestors=(program, program.stmts[0]))
     assert best is not None
@@ -304,7 +310,7 @@ def test_figure5_same_tile_when_reductions_may_split() -> None:
 
 def test_figure5_compiles_to_c() -> None:
     program = conv_program()
-    after = autotile.run(program, load_config("examples/paper_fig4").passes[0].options, TARGET)
+    after = autotile.run(program, fig4_options(), TARGET)
     arrays = conv_arrays()
     got = compile_program(after)(**arrays)["O"]
     i, f = arrays["I"].astype(np.int64), arrays["F"].astype(np.int64)
@@ -554,7 +560,7 @@ def test_options_validation() -> None:
 
 def test_second_application_on_inner_blocks() -> None:
     program = conv_program()
-    first = load_config("examples/paper_fig4").passes[0].options
+    first = fig4_options()
     once = autotile.run(program, first, TARGET)
     twice = tile_and_check(once, Options(reqs=("inner",), inner_set=("inner2",),
                                          max_total_size=64, cache_width=8),

@@ -28,7 +28,7 @@ def packed(tmp_path, m: int, k: int, n: int, max_total: int = 4096,
 extends: cpu_generic
 passes:
   - {{name: tile, type: autotile, options: {{reqs: [contraction], outer_set: [tiles],
-      inner_set: [tile], min_split_range: 8, max_total_size: {max_total}}}}}
+      inner_set: [tile], min_split_range: 8, max_total_size: {max_total}, cache_width: 0}}}}
   - {{name: pack, type: cache, options: {{reqs: [tile], dirs: [in], mem_loc: L2,
       xfer_loc: CPU}}}}
 """)

@@ -50,7 +50,7 @@ class UnitSplit(Selection):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.num_parts < 1:
+        if self.num_parts is not None and self.num_parts < 1:  # (unset: a subclass's default)
             raise ValueError(f"num_parts must be >= 1, got {self.num_parts}")
         if not self.idx_tag:
             raise ValueError("idx_tag must not be empty")
