@@ -95,7 +95,7 @@ from .select import Selection, Site, rewrite
 from .transforms.footprint import box_runs, cache_lines
 from .transforms.layout import reduction_indexes
 from .transforms.parts import choose_parts, splittable
-from .transforms.stencils import best_match, parse_stencil
+from .transforms.stencils import Stencil, best_match
 from .transforms.tile import apply_tile, full_tile
 
 NAME = "autotile"
@@ -224,8 +224,8 @@ class Options(Selection):
     """Added cost per doubling of the number of tiles: ``split_factor * log2(tiles)``
     (positive favours fewer tiles, negative more)."""
 
-    stencils: tuple[str, ...] = ()
-    """Stencils (the ``stencil`` pass's syntax) the tiles are cut for. When one matches the
+    stencils: tuple[Stencil, ...] = ()
+    """Stencils (as the ``stencil`` pass's ``stencils``) the tiles are cut for. When one matches the
     block (padding allowed; the cheapest, as that pass picks), an index matched to a slot of
     size ``s`` takes only multiples of ``s`` as tile sizes (``s`` times the sizes the search
     would try for range ``ceil(r/s)``, capped at ``r``), so that the stencil pass later cuts
@@ -249,9 +249,6 @@ class Options(Selection):
         for name in ("input_cost", "output_cost"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.stencils:
-            for text in self.stencils:
-                parse_stencil(text)
 
     def for_target(self, target: Target) -> Options:
         """These options with ``cache_width`` and ``units``, when unset, from ``target``."""
@@ -458,12 +455,12 @@ def _free_indexes(block: Block, options: Options) -> tuple[str, ...]:
                  and (options.acc_idxs or i.name not in reductions))
 
 
-def stencil_alignment(block: Block, stencils: Sequence[str]) -> dict[str, int]:
+def stencil_alignment(block: Block, stencils: Sequence[Stencil]) -> dict[str, int]:
     """Index name -> the size of the stencil slot it is matched to (slots of fixed size of
     the cheapest of ``stencils`` that matches ``block`` with padding; empty if none does)."""
     if not stencils:
         return {}
-    match = best_match(block, [parse_stencil(t) for t in stencils], allow_pad=True)
+    match = best_match(block, stencils, allow_pad=True)
     if match is None:
         return {}
     return {name: size for _, name, size in match.slots if size > 1}

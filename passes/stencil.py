@@ -83,7 +83,7 @@ from stripe.ir import Block, Index, Refinement, Statement
 from stripe.target import Target
 
 from .select import Selection, Site, rewrite
-from .transforms.stencils import Match, Stencil, best_match, best_per_stencil, parse_stencil
+from .transforms.stencils import Match, Stencil, best_match, best_per_stencil
 from .transforms.substitute import substitute_indexes
 from .transforms.tile import apply_tile
 
@@ -99,13 +99,13 @@ STENCIL_IDX_PREFIX = tags.STENCIL_IDX_PREFIX
 class Options(Selection):
     """Options of ``stencil`` (PlaidML's ``StencilPass``)."""
 
-    stencils: tuple[str, ...] = ()
-    """The stencils, each a YAML flow mapping with PlaidML's keys, e.g.
-    ``"{startup_cost: 32, idxs: [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, {name: n,
-    size: 16, outs: [1], ins: [0, 1]}, {name: k, size: -1, outs: [0], ins: [-1, -1]}]}"``.
-    ``size``: the slot's size (-1: any, the whole range); ``outs``/``ins``: one stride code
-    per output/input refinement (0 unused, 1 unit stride, -1 used with any non-zero
-    stride)."""
+    stencils: tuple[Stencil, ...] = ()
+    """The stencils, each a mapping with PlaidML's keys, e.g. ``{startup_cost: 32, idxs:
+    [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, {name: n, size: 16, outs: [1], ins: [0,
+    1]}, {name: k, size: -1, outs: [0], ins: [-1, -1]}]}``: ``size`` the slot's size (-1:
+    any, the whole range); ``outs``/``ins`` one stride code per output/input refinement (0
+    unused, 1 unit stride, -1 used with any non-zero stride); optional ``point_cost`` and
+    ``whole_reduction`` (:class:`stripe.passes.transforms.stencils.Stencil`)."""
 
     allow_pad: bool = False
     """Accept a slot size that does not divide the index's range (or exceeds it): the last
@@ -140,9 +140,7 @@ class Options(Selection):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for text in self.stencils:
-            parse_stencil(text)
-        slots = sorted({i.name for t in self.stencils for i in parse_stencil(t).idxs})
+        slots = sorted({i.name for t in self.stencils for i in t.idxs})
         unknown = [n for n in self.split_tails if n not in slots]
         if unknown:
             raise ValueError(f"split_tails names no slot of the stencils: {unknown}; "
@@ -151,7 +149,7 @@ class Options(Selection):
 
 def run(block: Block, options: Options, target: Target) -> Block:
     """Stencil every selected leaf block that matches one of ``options.stencils``."""
-    stencils = tuple(parse_stencil(t) for t in options.stencils)
+    stencils = options.stencils
     if not stencils:
         return block
     if options.split_tails:

@@ -30,7 +30,7 @@ def stencil(m: int, n: int, reductions: int = 1) -> str:
     slots = [f"{{name: m, size: {m}, outs: [-1], ins: [-1, 0]}}",
              f"{{name: n, size: {n}, outs: [1], ins: [0, 1]}}"]
     slots += [f"{{name: k{r}, size: -1, outs: [0], ins: [-1, -1]}}" for r in range(reductions)]
-    return f'"{{startup_cost: 8, idxs: [{", ".join(slots)}]}}"'
+    return f'{{startup_cost: 8, idxs: [{", ".join(slots)}]}}'
 
 
 def config(tmp_path: Path, *, m: int = 6, n: int = 16, tile_kb: int = 0, pad: bool = False,
@@ -387,7 +387,7 @@ def dot_config(tmp_path: Path, *, width: int = 32, tile_k: int = 0, chains: int 
                       "inner_set: [tile], max_sizes_product: 0, only_po2: false}}")
         sel = "tile"
     passes.append(f"  - {{name: mk, type: stencil, options: {{reqs: [{sel}], allow_pad: true, "
-                  f"stencils: [\"{DOT_STENCIL}\"]}}}}")
+                  f"stencils: [{DOT_STENCIL}]}}}}")
     path = tmp_path / f"dot{width}_{tile_k}_{chains}.yaml"
     path.write_text(f"target: dot_test\nextends: cpu_generic\ncompute: {{vector_width: {width}, "
                     f"kernel_chains: {chains}}}\npasses:\n" + "\n".join(passes) + "\n")
@@ -427,7 +427,7 @@ def test_dot_kernel_over_part_of_a_split_reduction(tmp_path, rng):
                    "  - {name: cut, type: autotile, options: {reqs: [contraction], "
                    "inner_set: [tile], max_input_size: 1600, cache_width: 0}}\n"
                    f"  - {{name: mk, type: stencil, options: {{reqs: [tile], allow_pad: true, "
-                   f"stencils: [\"{DOT_STENCIL}\"]}}}}\n")
+                   f"stencils: [{DOT_STENCIL}]}}}}\n")
     prog = check(DOTS, {"A": a, "X": x}, a @ x, str(cfg), kernel=False)
     assert "dot kernel, 4 rows" in prog.c_source
     tiles = [ix for _, b in prog.ir.walk() for ix in b.idxs if ix.name == "k" and ix.range < 103]
@@ -447,7 +447,7 @@ def test_dot_kernel_with_another_reduction_around_it(tmp_path, rng):
     cfg.write_text("target: dots2\nextends: cpu_generic\ncompute: {vector_width: 32}\n"
                    "passes:\n"
                    f"  - {{name: mk, type: stencil, options: {{reqs: [contraction], "
-                   f"allow_pad: true, stencils: [\"{stencil_2}\"]}}}}\n")
+                   f"allow_pad: true, stencils: [{stencil_2}]}}}}\n")
     want = np.einsum("mjk,jk->m", a, x)
     prog = check(DOTS2, {"A": a, "X": x}, want, str(cfg), kernel=False)
     assert "dot kernel, 4 rows" in prog.c_source

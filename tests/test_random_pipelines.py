@@ -24,14 +24,15 @@ import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from ops_catalog import OPS, random_array
+from stencil_text import stencil_from
 from test_random_programs import Program, programs
 
 import stripe
-from stripe.codegen.microkernel import Vector
 from stripe.compiler import compile_program
 from stripe.config import Config, PassEntry, Target
 from stripe.passes import REGISTRY
 from stripe.passes.manager import run_pipeline
+from stripe.target import Compute
 
 _EXAMPLES = 150 if settings.default.max_examples < 1000 else settings.default.max_examples
 _THREADED_CALLS = 50
@@ -49,7 +50,8 @@ VECTOR_KERNEL = ("{startup_cost: 8, idxs: [{name: n, size: 4, outs: [1], ins: [0
 DOT_KERNEL = ("{startup_cost: 8, whole_reduction: true,"
               " idxs: [{name: m, size: 3, outs: [-1], ins: [-1, 0]},"
               " {name: k, size: -1, outs: [0], ins: [1, 1]}]}")
-STENCILS = (MATMUL_KERNEL, CONV_KERNEL, VECTOR_KERNEL, DOT_KERNEL)
+STENCILS = tuple(stencil_from(t) for t in (MATMUL_KERNEL, CONV_KERNEL, VECTOR_KERNEL,
+                                             DOT_KERNEL))
 
 TEMPLATES = {
     "matmul": ("function (A[M, K], B[K, N]) -> (O) { O[m, n : M, N] = +(A[m, k] * B[k, n]); }",
@@ -189,7 +191,8 @@ def test_random_pipeline_keeps_the_meaning(prog: Program, passes: tuple[PassEntr
     if in_c == 0:  # one example in four also in C, over outputs filled with 0xFF bytes
         want = stripe.interpret(program, arrays)
         # lane sets and kernel accumulator sets (compute.lane_chains, kernel_chains)
-        vector = Vector(32, 16, unroll=2, chains=chains[1], lane_chains=chains[0])
+        vector = Compute(vector_width=32, vector_registers=16, kernel_unroll=2,
+                         kernel_chains=chains[1], lane_chains=chains[0])
         compiled = compile_program(final, trace, vector=vector)
         compiled.fill_byte = 0xFF
         tol = _TOLERANCE.get(prog.source, 1e-4)

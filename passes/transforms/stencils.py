@@ -5,7 +5,9 @@ A *stencil* (PlaidML's) has a startup cost and a list of index *slots*, each wit
 (``-1``: any, the whole range) and one stride code per output and per input view: ``0``
 the index is unused by that view (stride 0), ``1`` it must be unit stride there, ``-1``
 it is used with any non-zero stride. The stride of an index in a view is
-:func:`~stripe.passes.transforms.layout.ref_stride`.
+:func:`~stripe.passes.transforms.layout.ref_stride`. :class:`Stencil` and
+:class:`StencilIndex` are option types: a config writes a stencil as a YAML mapping, and the
+config loader checks each key and value and reports a mistake with the file and line.
 
 A block's outputs are its views written, its inputs its views only read, each in block
 order. A stencil with as many outputs and inputs matches an assignment of distinct block
@@ -30,9 +32,6 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-
-import yaml
 
 from stripe.ir import Block, Index, RefDir, Refinement
 
@@ -42,30 +41,69 @@ _CODES = (-1, 0, 1)
 
 
 @dataclass(frozen=True)
-class StencilIdx:
-    """One slot: its name, size (``-1``: any) and stride codes per output and input."""
+class StencilIndex:
+    """One slot of a stencil: its name, its size and a stride code per output and input."""
 
     name: str
-    size: int
-    outs: tuple[int, ...]
-    ins: tuple[int, ...]
+    """The slot's name; the index matched to it is tagged ``stencil_<name>``."""
+
+    size: int = -1
+    """The slot's size: the inner block's range of the index matched to it; -1: any (the
+    index's whole range)."""
+
+    outs: tuple[int, ...] = ()
+    """One stride code per output view (views written): 0 the index is unused by that view,
+    1 it walks it with unit stride, -1 with any non-zero stride."""
+
+    ins: tuple[int, ...] = ()
+    """One stride code per input view (views only read), as ``outs``."""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a stencil index needs a name")
+        if not (self.size == -1 or self.size >= 1):
+            raise ValueError(f"size of slot {self.name} must be -1 (any) or >= 1, "
+                             f"got {self.size}")
+        for key in ("outs", "ins"):
+            codes = getattr(self, key)
+            if any(isinstance(c, bool) or c not in _CODES for c in codes):
+                raise ValueError(f"{key} of slot {self.name} must be stride codes (-1 any "
+                                 f"non-zero, 0 unused, 1 unit), got {list(codes)}")
 
 
 @dataclass(frozen=True)
 class Stencil:
-    """A parsed stencil (see the module docstring)."""
+    """A hardware stencil (module docstring): its slots and costs."""
 
-    startup_cost: float
-    idxs: tuple[StencilIdx, ...]
+    idxs: tuple[StencilIndex, ...]
+    """The slots, each with as many stride codes for the outputs and for the inputs."""
+
+    startup_cost: float = 0.0
+    """Cost of one invocation, in points."""
+
     point_cost: float = 1.0
     """Cost of one point (padded ones included) relative to other stencils: a unit that
     moves more data per multiply-accumulate is slower per point."""
+
     whole_reduction: bool = False
     """Match only blocks whose every reduction index (range above 1, unused by the outputs)
     is in a slot, so that each invocation sums its outputs over the whole reduction in
     registers. A matmul kernel (one reduction slot) then never matches a convolution with
     its window loops left outside the kernel, where each invocation would reload and store
     its outputs once per window position."""
+
+    def __post_init__(self) -> None:
+        if not self.idxs:
+            raise ValueError("a stencil needs at least one index (idxs)")
+        names = [i.name for i in self.idxs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a stencil repeats an index name: {names}")
+        if len({(len(i.outs), len(i.ins)) for i in self.idxs}) != 1:
+            raise ValueError("every index of a stencil needs as many outs and as many ins")
+        if self.startup_cost < 0:
+            raise ValueError(f"startup_cost must be >= 0, got {self.startup_cost}")
+        if self.point_cost <= 0:
+            raise ValueError(f"point_cost must be > 0, got {self.point_cost}")
 
     @property
     def n_outs(self) -> int:
@@ -74,69 +112,6 @@ class Stencil:
     @property
     def n_ins(self) -> int:
         return len(self.idxs[0].ins)
-
-
-@lru_cache(maxsize=256)
-def parse_stencil(text: str) -> Stencil:
-    """Parse one stencil written as a YAML flow mapping (PlaidML's keys):
-    ``{startup_cost: 32, idxs: [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, ...]}``.
-    Requires: nothing (``ValueError`` saying what is wrong for a malformed stencil).
-    Guarantees: distinct slot names, as many stride codes per slot; memoised."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ValueError(f"stencil {text!r} is not a YAML mapping: {e}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"stencil {text!r} must be a mapping with keys startup_cost, idxs")
-    _check_keys(data, {"startup_cost", "point_cost", "whole_reduction", "idxs"},
-                f"stencil {text!r}")
-    cost = data.get("startup_cost", 0)
-    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
-        raise ValueError(f"startup_cost of stencil {text!r} must be a number >= 0, got {cost!r}")
-    point = data.get("point_cost", 1.0)
-    if isinstance(point, bool) or not isinstance(point, (int, float)) or point <= 0:
-        raise ValueError(f"point_cost of stencil {text!r} must be a number > 0, got {point!r}")
-    whole = data.get("whole_reduction", False)
-    if not isinstance(whole, bool):
-        raise ValueError(f"whole_reduction of stencil {text!r} must be true or false, "
-                         f"got {whole!r}")
-    raw = data.get("idxs")
-    if not isinstance(raw, list) or not raw:
-        raise ValueError(f"idxs of stencil {text!r} must be a non-empty list")
-    idxs = tuple(_parse_idx(item, text) for item in raw)
-    names = [i.name for i in idxs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"stencil {text!r} repeats an index name: {names}")
-    if len({(len(i.outs), len(i.ins)) for i in idxs}) != 1:
-        raise ValueError(f"every index of stencil {text!r} needs as many outs and as many ins")
-    return Stencil(float(cost), idxs, float(point), whole)
-
-
-def _check_keys(data: dict, valid: set[str], what: str) -> None:  # type: ignore[type-arg]
-    unknown = set(map(str, data)) - valid
-    if unknown:
-        raise ValueError(f"{what}: unknown key(s) {sorted(unknown)}; valid: {sorted(valid)}")
-
-
-def _parse_idx(item: object, text: str) -> StencilIdx:
-    what = f"an index of stencil {text!r}"
-    if not isinstance(item, dict):
-        raise ValueError(f"{what} must be a mapping with keys name, size, outs, ins")
-    _check_keys(item, {"name", "size", "outs", "ins"}, what)
-    name, size = item.get("name"), item.get("size", -1)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{what} needs a name (a string), got {name!r}")
-    if isinstance(size, bool) or not isinstance(size, int) or not (size == -1 or size >= 1):
-        raise ValueError(f"size of slot {name} must be -1 (any) or >= 1, got {size!r}")
-    codes = {}
-    for key in ("outs", "ins"):
-        value = item.get(key, [])
-        if not isinstance(value, list) or any(
-                isinstance(c, bool) or c not in _CODES for c in value):
-            raise ValueError(f"{key} of slot {name} must be a list of stride codes "
-                             f"(-1 any non-zero, 0 unused, 1 unit), got {value!r}")
-        codes[key] = tuple(value)
-    return StencilIdx(name, size, codes["outs"], codes["ins"])
 
 
 @dataclass(frozen=True)
@@ -248,5 +223,4 @@ def best_per_stencil(block: Block, stencils: Sequence[Stencil],
     return sorted(found, key=lambda m: m.cost)
 
 
-__all__ = ["Match", "Stencil", "StencilIdx", "best_match", "best_per_stencil", "matches",
-           "parse_stencil"]
+__all__ = ["Match", "Stencil", "StencilIndex", "best_match", "best_per_stencil", "matches"]
