@@ -92,7 +92,7 @@ from stripe.poly import Box
 from stripe.target import Target
 
 from .select import Selection, Site, rewrite
-from .transforms.footprint import box_runs, cache_lines
+from .transforms.footprint import box_runs, cache_lines, tile_origin_residues
 from .transforms.layout import reduction_indexes
 from .transforms.parts import choose_parts, splittable
 from .transforms.stencils import Stencil, best_match
@@ -544,7 +544,7 @@ def _ref_cost(block: Block, ref: str, relevant: tuple[tuple[str, int], ...],
         lines = float(box.elem_count)
     else:
         counts = {n: math.ceil(block.idx(n).range / t) for n, t in sizes.items()}
-        bases = _origin_residues(block, r, box, sizes, counts, width)
+        bases = tile_origin_residues(block, r, box.lo, sizes, counts, width)
         lines = cache_lines(box.extent, r.shape.strides, r.dtype.itemsize,
                              tuple(sorted(bases.items())), width)
     reductions = reduction_indexes(block)
@@ -594,43 +594,6 @@ def _dimension_deps(block: Block, ref: str) -> tuple[frozenset[str], ...]:
                     grown = True
         out.append(frozenset(deps))
     return tuple(out)
-
-
-def _origin_residues(block: Block, r: Refinement, box: Box, sizes: dict[str, int],
-                     counts: dict[str, int], width: int) -> dict[int, float]:
-    """How often each byte offset modulo ``width`` is the address of a tile's first element.
-
-    The address is that of the footprint's low corner in the parent view, taken as
-    line-aligned: ``itemsize * sum_d stride_d * (access_d(tile origin) + lo_d)``, an affine
-    of the tile numbers ``o_n`` (``t_n * o_n`` substituted for ``n``), each ``o_n`` uniform
-    over ``[0, ceil(r_n/t_n))``. A passed-in index contributes its local range.
-    """
-    isz = r.dtype.itemsize
-    strides = r.shape.strides
-    const = sum(s * (a.const + lo) for s, a, lo in zip(strides, r.access, box.lo))
-    dist = {(const * isz) % width: 1.0}
-    for idx in block.idxs:
-        step = sum(s * a.coeff(idx.name) for s, a in zip(strides, r.access)) * sizes[idx.name]
-        span = idx.range if idx.is_passed_in else counts[idx.name]
-        step = (step * isz) % width
-        if step == 0 or span == 1:
-            continue
-        period = width // math.gcd(step, width)
-        hist = {}
-        for o in range(min(span, period)):
-            hits = span // period + (1 if o < span % period else 0)
-            hist[(o * step) % width] = hits / span
-        dist = _convolve(dist, hist, width)
-    return dist
-
-
-def _convolve(a: dict[int, float], b: dict[int, float], width: int) -> dict[int, float]:
-    out: dict[int, float] = {}
-    for ra, wa in a.items():
-        for rb, wb in b.items():
-            key = (ra + rb) % width
-            out[key] = out.get(key, 0.0) + wa * wb
-    return out
 
 
 __all__ = ["NAME", "Options", "RefCost", "TileCost", "choose_tile", "run", "stencil_alignment",

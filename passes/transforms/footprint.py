@@ -1,4 +1,5 @@
-"""Footprints in memory: the cache lines and the contiguous runs of a box of elements.
+"""Footprints in memory: the cache lines and the contiguous runs of a box of elements, and
+where a tiling's footprints start relative to the lines.
 
 A *box* is given by its ``extent`` per dimension and the ``strides`` (in elements) of the
 buffer it lies in; elements are ``isz`` bytes and lines ``width`` bytes.
@@ -7,9 +8,14 @@ buffer it lies in; elements are ``isz`` bytes and lines ``width`` bytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import lru_cache
 
 import numpy as np
+
+from stripe.ir import Block, Refinement
+
+from .layout import ref_stride
 
 RUNS_EXACT = 1 << 11
 """Beyond this many contiguous runs per box, :func:`cache_lines` estimates on a slab."""
@@ -80,4 +86,46 @@ def _runs(extent: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, list[
     return run, dims
 
 
-__all__ = ["RUNS_EXACT", "box_lines", "box_runs", "cache_lines"]
+def tile_origin_residues(block: Block, r: Refinement, lo: tuple[int, ...],
+                         sizes: Mapping[str, int], counts: Mapping[str, int],
+                         width: int) -> dict[int, float]:
+    """How often each byte offset modulo ``width`` is the address of the first element of a
+    tile's footprint in view ``r`` (the footprint's low corner ``lo``, relative to the tile
+    origin), when ``block`` is tiled by ``sizes`` into ``counts`` tiles per index.
+    Requires: ``width >= 1``; ``sizes`` and ``counts`` for every index of ``block``.
+    Guarantees: the weights sum to 1 (the bases :func:`cache_lines` takes).
+
+    The address is taken as line-aligned: ``itemsize * sum_d stride_d * (access_d(tile
+    origin) + lo_d)``, an affine of the tile numbers ``o_n`` (``t_n * o_n`` substituted for
+    ``n``), each ``o_n`` uniform over ``[0, ceil(r_n/t_n))``. A passed-in index contributes
+    its local range.
+    """
+    isz = r.dtype.itemsize
+    strides = r.shape.strides
+    const = sum(s * (a.const + k) for s, a, k in zip(strides, r.access, lo))
+    dist = {(const * isz) % width: 1.0}
+    for idx in block.idxs:
+        step = ref_stride(r, idx.name) * sizes[idx.name]
+        span = idx.range if idx.is_passed_in else counts[idx.name]
+        step = (step * isz) % width
+        if step == 0 or span == 1:
+            continue
+        period = width // math.gcd(step, width)
+        hist = {}
+        for o in range(min(span, period)):
+            hits = span // period + (1 if o < span % period else 0)
+            hist[(o * step) % width] = hits / span
+        dist = _convolve(dist, hist, width)
+    return dist
+
+
+def _convolve(a: dict[int, float], b: dict[int, float], width: int) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for ra, wa in a.items():
+        for rb, wb in b.items():
+            key = (ra + rb) % width
+            out[key] = out.get(key, 0.0) + wa * wb
+    return out
+
+
+__all__ = ["RUNS_EXACT", "box_lines", "box_runs", "cache_lines", "tile_origin_residues"]
