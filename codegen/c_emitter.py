@@ -53,7 +53,7 @@ from stripe.ir import (
     Store,
 )
 from stripe.passes import collapse_threads, order_loops, start_fresh, vectorize
-from stripe.target import Compute, Target
+from stripe.target import HOST, Compute, Target
 
 from .c_kernels import KernelWriter
 from .c_loops import LoopWriter
@@ -69,12 +69,12 @@ from .c_text import (
     intrinsic_expr,
     store_text,
 )
-from .microkernel import AVX2, Vector
+from .microkernel import AVX2
 
 
 class _Emitter(LoopWriter, KernelWriter):
-    def __init__(self, vector: Vector = AVX2) -> None:
-        self.vector = vector
+    def __init__(self, compute: Compute = AVX2) -> None:
+        self.compute = compute  # the target's SIMD unit (simd_bytes, simd_registers)
         self.program_buffers: dict[str, View] = {}  # the program's own buffers by C name
         self.lines: list[str] = []
         self.depth = 1
@@ -343,20 +343,20 @@ def decide(program: Block, target: Target) -> Block:
     return collapse_threads.run(program, collapse_threads.Options(), target)
 
 
-def print_c(program: Block, vector: Vector = AVX2) -> CProgram:
+def print_c(program: Block, compute: Compute = AVX2) -> CProgram:
     """The C translation unit for a verified ``#program`` block whose decisions are taken
     (tags, see :func:`decide`); a block without decision tags runs its loops in index order,
-    point by point, on one thread. Micro-kernels are written for ``vector`` (the hardware
-    config's SIMD width and registers)."""
-    return _Emitter(vector).program(program)
+    point by point, on one thread. Micro-kernels and prefetches are written for the
+    target's ``compute`` (its SIMD width and registers)."""
+    return _Emitter(compute).program(program)
 
 
-def emit_c(program: Block, vector: Vector = AVX2) -> CProgram:
-    """The C translation unit for a verified ``#program`` block: :func:`decide`, then
-    :func:`print_c`."""
-    target = Target("c", compute=Compute(vector_width=vector.bytes,
-                                         lane_chains=vector.lane_chains))
-    return print_c(decide(program, target), vector)
+def emit_c(program: Block, target: Target | Compute = HOST) -> CProgram:
+    """The C translation unit for a verified ``#program`` block, for ``target`` (or a
+    target's ``compute``): :func:`decide`, then :func:`print_c`."""
+    if isinstance(target, Compute):
+        target = Target("c", compute=target)
+    return print_c(decide(program, target), target.compute)
 
 
 __all__ = ["OVERLAP", "PRELUDE", "BufferSpec", "CProgram", "comment_name", "decide", "emit_c",

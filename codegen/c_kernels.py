@@ -19,7 +19,7 @@ from stripe.loopnest import Bounds
 
 from . import microkernel
 from .c_text import C_TYPES, MASK_OPS, Scope, comment_name, identity_text, is_int
-from .microkernel import DotKernel, MicroKernel
+from .microkernel import DotKernel, MicroKernel, simd_bytes, simd_registers
 
 
 class KernelWriter:
@@ -31,7 +31,7 @@ class KernelWriter:
         views = {r.into: outer.refs[r.from_] for r in b.refs
                  if not r.is_alloc and r.from_ in outer.refs}
         return microkernel.match(b, {n: v.strides for n, v in views.items()},
-                                 {n: v.root for n, v in views.items()}, self.vector)
+                                 {n: v.root for n, v in views.items()}, self.compute)
 
     def micro_kernel(self, b: Block, k: MicroKernel | DotKernel, outer: Scope,
                      scope: Scope) -> bool:
@@ -158,8 +158,8 @@ class KernelWriter:
         vt, ct, lanes = k.vector_type, C_TYPES[k.dtype], k.lanes
         (pa, px, pc), stride = self.kernel_pointers(b, k, outer, scope)
         sam, scm = stride("a", k.a, k.m), stride("c", k.c, k.m)
-        sets = max(1, min(4, -(-self.vector.chains // rows)))
-        while sets > 1 and sets * (rows + 1) > self.vector.registers:
+        sets = max(1, min(4, -(-self.compute.kernel_chains // rows)))
+        while sets > 1 and sets * (rows + 1) > simd_registers(self.compute):
             sets -= 1
         acc = [[self.fresh("acc") for _ in range(rows)] for _ in range(sets)]
         tails = [self.fresh("t") for _ in range(rows)]
@@ -247,7 +247,7 @@ class KernelWriter:
     def masked_tail_ok(self, k: MicroKernel) -> bool:
         """Can the last, partial vector of columns use AVX masked loads and stores? (32-byte
         vectors; the C code also keeps the scalar tail for compilers without AVX.)"""
-        return self.vector.bytes == 32 and k.dtype in MASK_OPS
+        return simd_bytes(self.compute) == 32 and k.dtype in MASK_OPS
 
     def masked_ragged(self, b: Block, k: MicroKernel, outer: Scope, scope: Scope,
                       r_expr: str, rows: str, cols: str,
@@ -356,9 +356,9 @@ class KernelWriter:
         are further apart than the kernel's columns, the kernel's innermost reduction covers
         the buffer's whole extent along it (a kernel over part of it is followed by the next
         part, not by the tile beside), and the next tile's rows take at most
-        ``vector.kernel_prefetch`` bytes. Otherwise none. The addresses are formed as
+        ``compute.kernel_prefetch`` bytes. Otherwise none. The addresses are formed as
         integers: past the buffer's end a prefetch is harmless and never faults."""
-        limit = self.vector.kernel_prefetch
+        limit = self.compute.kernel_prefetch
         if not limit or k.a_vector or not k.ks:
             return ()
         buffer = self.program_buffers.get(outer.refs[k.b.from_].root)
@@ -377,17 +377,17 @@ class KernelWriter:
 
     def accumulator_sets(self, k: MicroKernel, rows: int, vecs: int) -> int:
         """How many sets of ``rows x vecs`` accumulators the kernel keeps: one, unless it
-        has fewer than ``vector.chains`` (the FMA chains the machine needs in flight) and its
-        innermost reduction loop is unrolled; then enough sets to reach that many chains, at
-        most one per unrolled point and as many as fit in the vector registers next to the
-        loaded vectors of B and the broadcast (or vector) of A. A 1x32 float32
-        matrix-vector kernel (4 accumulators) with 8 chains and 2 unrolled points keeps
-        two."""
+        has fewer than ``compute.kernel_chains`` (the FMA chains the machine needs in
+        flight) and its innermost reduction loop is unrolled; then enough sets to reach that
+        many chains, at most one per unrolled point and as many as fit in the vector
+        registers next to the loaded vectors of B and the broadcast (or vector) of A. A 1x32
+        float32 matrix-vector kernel (4 accumulators) with 8 chains and 2 unrolled points
+        keeps two."""
         n = rows * vecs
-        if not k.ks or self.vector.unroll < 2 or n >= self.vector.chains:
+        if not k.ks or self.compute.kernel_unroll < 2 or n >= self.compute.kernel_chains:
             return 1
-        count = min(self.vector.unroll, -(-self.vector.chains // n))
-        while count > 1 and count * n + vecs + 1 > self.vector.registers:
+        count = min(self.compute.kernel_unroll, -(-self.compute.kernel_chains // n))
+        while count > 1 and count * n + vecs + 1 > simd_registers(self.compute):
             count -= 1
         return count
 
@@ -420,14 +420,14 @@ class KernelWriter:
 
     def unrolled(self, k: MicroKernel, k_bounds: dict[str, Bounds], scope: Scope,
                  step: Callable[[str | None], None]) -> None:
-        """The kernel's innermost reduction loop, its body written ``vector.unroll`` times
+        """The kernel's innermost reduction loop, its body written ``compute.kernel_unroll`` times
         per iteration (then once per point for what is left) by ``step(x)``, ``x`` the C
         expression of the point. gcc -O3 does not unroll loops on its own, and it drops
         ``#pragma GCC unroll`` in the functions that OpenMP outlines."""
         if not k.ks:
             step(None)
             return
-        u, ix = max(self.vector.unroll, 1), k.ks[-1]
+        u, ix = max(self.compute.kernel_unroll, 1), k.ks[-1]
         v, note = self.fresh("x"), comment_name(ix.name)
         lo, hi = self.bound_text(k_bounds[ix.name], scope)
         if u == 1:

@@ -253,11 +253,11 @@ class LoopWriter:
                                 agg, w.dtype))
 
     def prefetches(self, b: Block, ix: Index, value: str, outer: Scope, scope: Scope) -> None:
-        """``vector.prefetch_ahead`` bytes ahead of the point ``ix = value``, prefetch every
+        """``compute.prefetch_ahead`` bytes ahead of the point ``ix = value``, prefetch every
         program buffer that ``b`` only reads with unit stride along ``ix`` (see
         ``Compute.prefetch_ahead``). The address is formed as an integer: it may be past the
         buffer's end, where a prefetch is harmless and never faults."""
-        ahead = self.vector.prefetch_ahead
+        ahead = self.compute.prefetch_ahead
         if not ahead:
             return
         at = Scope({**scope.idx, ix.name: value}, scope.refs, scope.scalars, scope.in_transfer)
@@ -280,11 +280,11 @@ class LoopWriter:
                         scope: Scope) -> None:
         """In a copy (a leaf block inside a ``transfer``), at the start of each row (an
         iteration of the loop ``row`` around the innermost loop ``inner``), prefetch the row
-        ``vector.copy_prefetch`` bytes of rows ahead of every view the block reads with unit
+        ``compute.copy_prefetch`` bytes of rows ahead of every view the block reads with unit
         stride along ``inner``, one prefetch per 64 bytes (see ``Compute.copy_prefetch``).
         The address is formed as an integer: it may be past the buffer's end, where a
         prefetch is harmless and never faults."""
-        ahead = self.vector.copy_prefetch
+        ahead = self.compute.copy_prefetch
         if not ahead:
             return
         for r in b.refs:
@@ -423,7 +423,7 @@ class LoopWriter:
 
     def body_of(self, b: Block, scope: Scope, path: str) -> None:
         saved = self.row_writes
-        self.row_writes = (b, self.written_rows(b, scope)) if self.vector.prefetch_writes else None
+        self.row_writes = (b, self.written_rows(b, scope)) if self.compute.prefetch_writes else None
         start: Block | None = None
         for k, s in enumerate(b.stmts):
             if isinstance(s, Block):

@@ -25,18 +25,18 @@ computes the same thing):
   one), **m** (non-zero stride in ``C`` and ``A``, 0 in ``B``, at least the ``n`` range in
   ``C`` so that rows do not overlap; at most one) or **k** (stride 0 in ``C``: reductions, any
   number, run in block order);
-* at most ``vector.registers`` vector registers (16 for AVX2): ``mr*nv`` accumulators,
+* at most ``compute.vector_registers`` vector registers (16 for AVX2): ``mr*nv`` accumulators,
   ``nv`` vectors of ``B`` and one broadcast;
 * ``C`` is not a view of the same buffer as ``A`` or ``B`` (the accumulators would hide
   updates from the loads).
 
-A second form, the **dot kernel** (:class:`DotKernel`): ``C[m] += A[m, k] * X[k]``, where
-the reduction **k** has stride 1 in both inputs and 0 in ``C`` (exactly one such index),
-**m** (at most ``vector.registers - 1`` rows) has non-zero stride in ``C`` and ``A`` and 0 in
-``X``, and every other loop index is a reduction (stride 0 in ``C``). Rows of dot products
-(a matrix-vector product with the matrix's rows along the reduction): the C back end keeps
-vector accumulators per row along ``k``, loads each vector of ``X`` once for all the rows,
-and adds each row's lanes into ``C`` after the reduction.
+A second form, the **dot kernel** (:class:`DotKernel`): ``C[m] += A[m, k] * X[k]``, where the
+reduction **k** has stride 1 in both inputs and 0 in ``C`` (exactly one such index), **m** (at most
+``compute.vector_registers - 1`` rows) has non-zero stride in ``C`` and ``A`` and 0 in ``X``, and
+every other loop index is a reduction (stride 0 in ``C``). Rows of dot products (a matrix-vector
+product with the matrix's rows along the reduction): the C back end keeps vector accumulators per
+row along ``k``, loads each vector of ``X`` once for all the rows, and adds each row's lanes into
+``C`` after the reduction.
 
 Constraints (the overflow of the last tile, convolution padding) are handled by versioning:
 an affine constraint holds on the whole box of the block's points iff it holds at the box's
@@ -61,61 +61,30 @@ from stripe import tags
 from stripe.affine import Affine
 from stripe.dtypes import DType
 from stripe.ir import AggOp, Block, Index, Intrinsic, Load, RefDir, Refinement, Store
-
-
-@dataclass(frozen=True)
-class Vector:
-    """The SIMD unit the kernels are written for (a hardware config's ``compute``)."""
-
-    bytes: int = 32
-    """Register width: 16 (SSE, NEON), 32 (AVX2) or 64 (AVX-512); others use 32."""
-
-    registers: int = 16
-    """Vector registers the kernel may keep live (16 for AVX2, 32 for AVX-512)."""
-
-    prefetch_ahead: int = 0
-    """Bytes ahead that row reductions prefetch their inputs (``compute.prefetch_ahead``)."""
-
-    copy_prefetch: int = 0
-    """Bytes of rows ahead that copies prefetch their sources (``compute.copy_prefetch``)."""
-
-    unroll: int = 1
-    """Times a kernel's innermost reduction loop is unrolled (``compute.kernel_unroll``)."""
-
-    chains: int = 1
-    """FMA chains a kernel needs in flight (``compute.kernel_chains``): a kernel with fewer
-    accumulators keeps up to ``unroll`` sets of them."""
-
-    kernel_prefetch: int = 0
-    """Bytes of the next tile of an unpacked ``B`` a kernel prefetches at most
-    (``compute.kernel_prefetch``); 0: none."""
-
-    prefetch_writes: int = 0
-    """1: a row block's first row reduction prefetches the rows the block writes
-    (``compute.prefetch_writes``)."""
-
-    lane_chains: int = 1
-    """Sets of lane accumulators a row reduction with a cheap body keeps
-    (``compute.lane_chains``)."""
-
-    def __post_init__(self) -> None:
-        if self.bytes not in VECTOR_WIDTHS:
-            object.__setattr__(self, "bytes", 32)
-        object.__setattr__(self, "registers", max(self.registers, 4))
-
-    def lanes(self, dtype: DType) -> int:
-        return self.bytes // dtype.itemsize
-
-    def type_name(self, dtype: DType) -> str:
-        """The C vector type (a typedef of the emitter's prelude)."""
-        return f"stripe_{'f32' if dtype is DType.FLOAT32 else 'f64'}x{self.lanes(dtype)}"
-
+from stripe.target import Compute
 
 VECTOR_WIDTHS = (16, 32, 64)
 VECTOR_DTYPES = (DType.FLOAT32, DType.FLOAT64)
 
-AVX2 = Vector(32, 16)
-"""The default: 32-byte vectors, 16 registers."""
+AVX2 = Compute(vector_width=32, vector_registers=16)
+"""The default SIMD unit: 32-byte vectors, 16 registers (``stripe.target.HOST``'s)."""
+
+
+def simd_bytes(compute: Compute) -> int:
+    """The register width the kernels are written for: the target's ``vector_width`` when
+    it is 16 (SSE, NEON), 32 (AVX2) or 64 (AVX-512) bytes, else 32."""
+    return compute.vector_width if compute.vector_width in VECTOR_WIDTHS else 32
+
+
+def simd_registers(compute: Compute) -> int:
+    """Vector registers a kernel may keep live: the target's ``vector_registers``, at
+    least 4."""
+    return max(compute.vector_registers, 4)
+
+
+def type_name(width: int, dtype: DType) -> str:
+    """The C vector type of ``width`` bytes of ``dtype`` (a typedef of the prelude)."""
+    return f"stripe_{'f32' if dtype is DType.FLOAT32 else 'f64'}x{width // dtype.itemsize}"
 
 
 def vector_typedefs() -> str:
@@ -123,25 +92,25 @@ def vector_typedefs() -> str:
     lines = []
     for width in VECTOR_WIDTHS:
         for dtype in VECTOR_DTYPES:
-            name = Vector(width).type_name(dtype)
+            name = type_name(width, dtype)
             lines.append(f"typedef {'float' if dtype is DType.FLOAT32 else 'double'} {name} "
                          f"__attribute__((vector_size({width})));")
     return "\n".join(lines) + "\n"
 
 
 class _Vectors:
-    """The vector type of a kernel's element type on its SIMD unit."""
+    """The vector type of a kernel's element type on its SIMD unit (``width`` bytes)."""
 
     dtype: DType
-    vector: Vector
+    width: int
 
     @property
     def lanes(self) -> int:
-        return self.vector.lanes(self.dtype)
+        return self.width // self.dtype.itemsize
 
     @property
     def vector_type(self) -> str:
-        return self.vector.type_name(self.dtype)
+        return type_name(self.width, self.dtype)
 
 
 @dataclass(frozen=True)
@@ -155,7 +124,7 @@ class MicroKernel(_Vectors):
     n: Index
     ks: tuple[Index, ...]
     dtype: DType
-    vector: Vector = AVX2
+    width: int = 32
     a_vector: bool = False
     """``A`` walks ``n`` with unit stride too (a depthwise convolution, whose input and
     filter both follow the channel): each row loads a vector of ``A`` per vector of columns
@@ -186,7 +155,7 @@ class DotKernel(_Vectors):
     ks: tuple[Index, ...]
     """Other reduction indexes (stride 0 in ``C``), in block order: loops around ``k``."""
     dtype: DType
-    vector: Vector = AVX2
+    width: int = 32
 
     @property
     def mr(self) -> int:
@@ -199,7 +168,7 @@ def element_stride(r: Refinement, name: str, parent_strides: tuple[int, ...]) ->
 
 
 def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
-          vector: Vector = AVX2) -> MicroKernel | DotKernel | None:
+          compute: Compute = AVX2) -> MicroKernel | DotKernel | None:
     """The micro-kernel for ``b`` (see the module doc), or None when ``b`` does not fit.
 
     ``strides`` gives each view's parent strides (what its accesses are multiplied by) and
@@ -235,7 +204,8 @@ def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
         return None
     if roots[c.into] in (roots[ins[0].into], roots[ins[1].into]):
         return None
-    lanes = vector.lanes(dtype)
+    width, registers = simd_bytes(compute), simd_registers(compute)
+    lanes = width // dtype.itemsize
 
     def st(r: Refinement, ix: Index) -> int:
         return element_stride(r, ix.name, strides[r.into])
@@ -246,7 +216,7 @@ def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
     loops = [ix for ix in b.idxs if not ix.is_passed_in and ix.range > 1]
     dots = [ix for ix in loops if st(c, ix) == 0 and all(st(r, ix) == 1 for r in ins)]
     if dots:
-        return _match_dot(c, ins, loops, dots, st, dtype, vector)
+        return _match_dot(c, ins, loops, dots, st, dtype, width, registers)
     ns = [ix for ix in loops if st(c, ix) == 1]
     if len(ns) != 1 or ns[0].range % lanes:
         return None
@@ -265,8 +235,8 @@ def match(b: Block, strides: dict[str, tuple[int, ...]], roots: dict[str, str],
         m, ks = roles
         if a_vector and m is None:
             continue  # an elementwise product along n: nothing to block
-        kernel = MicroKernel(va, vb, c, m, n, ks, dtype, vector, a_vector)
-        if kernel.mr * kernel.nv + kernel.nv + 1 > vector.registers:
+        kernel = MicroKernel(va, vb, c, m, n, ks, dtype, width, a_vector)
+        if kernel.mr * kernel.nv + kernel.nv + 1 > registers:
             return None
         return kernel
     return None
@@ -294,8 +264,8 @@ def _rows_and_reductions(loops: list[Index], skip: Index, c: Refinement, va: Ref
 
 
 def _match_dot(c: Refinement, ins: list[Refinement], loops: list[Index], dots: list[Index],
-               st: Callable[[Refinement, Index], int], dtype: DType,
-               vector: Vector) -> DotKernel | None:
+               st: Callable[[Refinement, Index], int], dtype: DType, width: int,
+               registers: int) -> DotKernel | None:
     """The dot-product kernel of a block whose reduction ``dots[0]`` both inputs walk with
     unit stride: ``m`` the one loop index that ``C`` and one input (``A``) use and the other
     (``X``) does not; every other loop index a reduction. None when the block has no such
@@ -306,9 +276,9 @@ def _match_dot(c: Refinement, ins: list[Refinement], loops: list[Index], dots: l
     k = dots[0]
     for va, vx in ((ins[0], ins[1]), (ins[1], ins[0])):
         roles = _rows_and_reductions(loops, k, c, va, vx, st, 1)
-        if roles is None or roles[0] is None or roles[0].range + 1 > vector.registers:
+        if roles is None or roles[0] is None or roles[0].range + 1 > registers:
             continue
-        return DotKernel(va, vx, c, roles[0], k, roles[1], dtype, vector)
+        return DotKernel(va, vx, c, roles[0], k, roles[1], dtype, width)
     return None
 
 

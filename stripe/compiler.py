@@ -22,7 +22,6 @@ import numpy as np
 
 from stripe.codegen.build import build, cache_dir, missing_cpu_features
 from stripe.codegen.c_emitter import OVERLAP, BufferSpec, CProgram, emit_c
-from stripe.codegen.microkernel import Vector
 from stripe.passes.manager import run_pipeline
 
 from . import poly, tags
@@ -33,7 +32,7 @@ from .dtypes import DType
 from .errors import StripeError
 from .ir import Block, RefDir
 from .printer import print_ir
-from .target import HOST, Target
+from .target import HOST, Compute, Target
 from .tile import lower
 from .verify import verify as verify_ir
 
@@ -374,19 +373,15 @@ def _packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def build_settings(config: Config | Target) -> tuple[tuple[str, ...], Vector]:
+def build_settings(config: Config | Target) -> tuple[tuple[str, ...], Compute]:
     """The C compiler flags and the SIMD unit the C back end writes for, from a target (or
     a hardware config's target): its ``compiler_flags`` and its ``compute``."""
     target = config.target if isinstance(config, Config) else config
-    c = target.compute
-    return (target.compiler_flags,
-            Vector(c.vector_width, c.vector_registers, c.prefetch_ahead, c.copy_prefetch,
-                   c.kernel_unroll, c.kernel_chains, c.kernel_prefetch, c.prefetch_writes,
-                   c.lane_chains))
+    return target.compiler_flags, target.compute
 
 
 def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None,
-                    flags: tuple[str, ...] | None = None, vector: Vector | None = None, *,
+                    flags: tuple[str, ...] | None = None, vector: Compute | None = None, *,
                     target: Target = HOST) -> Program:
     """Verify, emit and build an already lowered (and optionally optimised) program for
     ``target`` (:data:`stripe.target.HOST` by default). ``flags`` and ``vector`` (the
