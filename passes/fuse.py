@@ -21,10 +21,10 @@ contraction), A, and B -- is replaced by one fused block F at B's place:
   one point touches (halos included: a 3x3 convolution reads ``I[0, -1 + x, -1 + y, 0]``
   of size ``(1, 3, 3, CI)``); members' views become relative to F's views.
 * A member left with a single point and no constraint whose views are exactly F's views
-  is *inlined*: its statements join F's statement list (scalars renamed ``$x_1``, ... when
-  they clash, as PlaidML does). The init kernel, the bias add and the activation of a
-  ``matmul + bias + relu`` become statements of F, and the reduction an inner block
-  ``[k:K]``.
+  is *inlined*: its statements join F's statement list (scalars renamed ``$x_0``,
+  ``$x_1``, ... when they clash, as PlaidML does). The init kernel, the bias add and the
+  activation of a ``matmul + bias + relu`` become statements of F, and the reduction an
+  inner block ``[k:K]``.
 
 F is named ``A+B``, takes A's tags (B's when A is an ``init`` or ``zero`` kernel: the group
 is then B's computation) plus ``fused_set``, and the comments of its members. The pass
@@ -46,6 +46,10 @@ Legality (checked with the polyhedral bridge; the group is left alone when any c
 3. *Moving the group is legal*: the statements between the first member and B that are not
    members touch no buffer that a member before them writes, and write no buffer that such
    a member reads. Views of the parent that may alias a written buffer are refused.
+
+The index maps and the three checks are :mod:`.transforms.fusion_legality`; placing the
+members in F, F's views and inlining are :mod:`.transforms.fusion_rewrite`. This module
+searches the groups and decides which to fuse (the options, the driver, F's name and tags).
 
 T stays a buffer of the parent: when nothing else uses it (a ``tmp``), ``localize`` then
 moves it into F sized to one point's box (``C[0, 0] fp32:I(1, 1)`` for a matmul point), and
@@ -71,31 +75,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple
 
 from stripe import poly, tags
-from stripe.affine import Affine
-from stripe.ir import (
-    AggOp,
-    Block,
-    Constant,
-    Index,
-    Intrinsic,
-    Load,
-    LoadIndex,
-    RefDir,
-    Refinement,
-    Special,
-    Statement,
-    Store,
-    with_field,
-)
+from stripe.ir import Block, Index, RefDir, Statement
 from stripe.target import Target
 
 from .select import ALL, Selection, Site, rewrite, statement_uses
 from .transforms.footprint import box_lines
-from .transforms.names import fresh_name
-from .transforms.substitute import substitute_indexes
+from .transforms.fusion_legality import (
+    driver_dims,
+    fused_indexes,
+    maps_valid,
+    member_maps,
+    movable,
+    points_independent,
+    supported_member,
+)
+from .transforms.fusion_rewrite import View, fused_block, fused_views, place_member
 
 NAME = "fuse"
 
@@ -239,7 +235,7 @@ def _try_group(stmts: tuple[Statement, ...], members: list[int], t: str,
                context: tuple[Block, ...], options: Options) -> tuple[Statement, ...] | None:
     """Fuse the group (A is the last member but one, B the last) on ``t``; the new
     statements, or None."""
-    if not _movable(stmts, members, context[-1]):
+    if not movable(stmts, members, context[-1]):
         return None
     group = [stmts[k] for k in members]
     a, b = group[-2], group[-1]
@@ -275,217 +271,10 @@ def _members(stmts: Sequence[Statement], i: int, j: int, t: str) -> list[int] | 
     return members
 
 
-def _alias_key(parent: Block, name: str) -> str:
-    """Two refinements of ``parent`` with the same key may share memory."""
-    r = parent.ref(name)
-    return f"new {name}" if r.is_alloc else r.from_
-
-
-def _conflict(x: dict[str, tuple[bool, bool]], y: dict[str, tuple[bool, bool]],
-              parent: Block) -> bool:
-    keys = {}
-    for n, (_, w) in x.items():
-        k = _alias_key(parent, n) if parent.has_ref(n) else n
-        keys[k] = keys.get(k, False) or w
-    for n, (_, w) in y.items():
-        k = _alias_key(parent, n) if parent.has_ref(n) else n
-        if k in keys and (w or keys[k]):
-            return True
-    return False
-
-
-def _movable(stmts: Sequence[Statement], members: list[int], parent: Block) -> bool:
-    """True when moving the members down to the last one's place keeps every dependence,
-    and no buffer that a member writes may alias another buffer the group touches."""
-    for z in range(members[0], members[-1]):
-        if z in members:
-            continue
-        before = [stmts[k] for k in members if k < z]
-        if any(_conflict(_uses(m), _uses(stmts[z]), parent) for m in before):
-            return False
-    used: dict[str, bool] = {}
-    for k in members:
-        for n, (_, w) in _uses(stmts[k]).items():
-            used[n] = used.get(n, False) or w
-    if not all(parent.has_ref(n) for n in used):
-        return False
-    keys = [_alias_key(parent, n) for n in used]
-    return all(keys.count(_alias_key(parent, n)) == 1 for n, w in used.items() if w)
-
-
 def _outputs_match(b: Block, t: str, parent: Block) -> bool:
     sizes = parent.ref(t).shape.sizes
     outs = [n for n, (_, w) in _uses(b).items() if w]
     return all(parent.ref(n).shape.sizes == sizes for n in outs)
-
-
-# index maps ----------------------------------------------------------------------------------
-
-
-class _Eq(NamedTuple):
-    """One dimension of the driver's access of T: ``scale * f + offset``."""
-
-    f: str
-    scale: int
-    offset: int
-
-
-@dataclass(frozen=True)
-class _Map:
-    """A member index that follows fused index ``f``: ``x = coef*f + const + l``,
-    ``0 <= l < coef``."""
-
-    f: str
-    coef: int
-    const: int
-
-
-def _single_term(a: Affine) -> tuple[str, int] | None:
-    return a.terms[0] if len(a.terms) == 1 and a.terms[0][1] >= 1 else None
-
-
-def _driver_eqs(driver: Block, t: str) -> tuple[_Eq | None, ...] | None:
-    """The driver's first view of T, dimension by dimension (None: a constant)."""
-    view = next(r for r in driver.refs if not r.is_alloc and r.from_ == t)
-    eqs: list[_Eq | None] = []
-    for a in view.access:
-        if a.is_const:
-            eqs.append(None)
-            continue
-        term = _single_term(a)
-        if term is None or any(e is not None and e.f == term[0] for e in eqs):
-            return None
-        eqs.append(_Eq(term[0], term[1], a.const))
-    return tuple(eqs)
-
-
-def _member_maps(k: Block, t: str, eqs: Sequence[_Eq | None]) -> dict[str, _Map] | None:
-    """How each index of ``k`` used in T's access follows the fused indexes, or None."""
-    maps: dict[str, _Map] = {}
-    for r in k.refs:
-        if r.is_alloc or r.from_ != t:
-            continue
-        for a, eq in zip(r.access, eqs):
-            if eq is None or a.is_const:
-                continue
-            term = _single_term(a)
-            if term is None:
-                return None
-            x, c = term
-            if eq.scale % c or (eq.offset - a.const) % c:
-                return None
-            m = _Map(eq.f, eq.scale // c, (eq.offset - a.const) // c)
-            if maps.setdefault(x, m) != m:
-                return None
-    return maps
-
-
-def _maps_valid(k: Block, maps: Mapping[str, _Map], fidxs: Sequence[Index],
-                context: tuple[Block, ...], perfect: bool) -> bool:
-    """Rule 1: every fused index with range > 1 is followed by exactly one index of ``k``,
-    and the values ``k`` takes are among those the fused points give."""
-    followed = [m.f for m in maps.values()]
-    if len(set(followed)) != len(followed):
-        return False
-    if any(f.range > 1 and f.name not in followed for f in fidxs):
-        return False
-    ranges = {f.name: f.range for f in fidxs}
-    for x, m in maps.items():
-        lo, hi = m.const, m.const + m.coef * ranges[m.f] - 1
-        if perfect and (m.coef != 1 or lo != 0 or hi != k.idx(x).range - 1):
-            return False
-        try:
-            b = poly.bounds_in(context + (k,), Affine.of(x))
-        except ValueError:
-            return False
-        if b is not None and (b[0] < lo or b[1] > hi):
-            return False
-    return not perfect or len(maps) == len(k.idxs)
-
-
-# members inside the fused block --------------------------------------------------------------
-
-
-class _Member(NamedTuple):
-    block: Block                              # the member inside F, views relative to F's
-    fparts: dict[str, tuple[Affine, ...]]     # per view: the part of its access F carries
-
-
-def _place_member(k: Block, maps: Mapping[str, _Map], ranges: Mapping[str, int]) -> _Member:
-    """``k`` as a child of the fused block: followed indexes run the values of one point."""
-    taken = set(k.idx_names)
-    value: dict[str, Affine] = {}      # global value of a local index, in the new names
-    carried: dict[str, Index] = {}     # passed-in index carrying a global value
-    for x, m in maps.items():
-        origin = Affine.of(m.f) * m.coef + m.const
-        if m.coef == 1:
-            carried[x] = Index(x, 1, origin, k.idx(x).tags)
-        else:
-            carried[x] = Index(fresh_name(x, taken, start=0, bare=False), 1, origin)
-            taken.add(carried[x].name)
-            value[x] = Affine.of(carried[x].name) + x
-    body = substitute_indexes(k.replace(refs=()), value)  # the views follow F's (below)
-    cons = list(body.constraints) + _range_constraints(k, maps, ranges, value)
-    stmts = body.stmts
-    needed = _names_needed(cons, stmts)
-    idxs: list[Index] = []
-    for idx in k.idxs:
-        if idx.name not in maps:
-            idxs.append(idx)
-            continue
-        if maps[idx.name].coef > 1:
-            idxs.append(Index(idx.name, maps[idx.name].coef, Affine(), idx.tags))
-        if carried[idx.name].name in needed:
-            idxs.append(carried[idx.name])
-    refs, fparts = _relative_refs(k, maps)
-    placed = k.replace(idxs=tuple(idxs), constraints=tuple(cons), refs=refs, stmts=stmts)
-    return _Member(placed, fparts)
-
-
-def _range_constraints(k: Block, maps: Mapping[str, _Map], ranges: Mapping[str, int],
-                       value: Mapping[str, Affine]) -> list[Affine]:
-    """Constraints that keep each followed index within its original range."""
-    out = []
-    for x, m in maps.items():
-        v = value.get(x, Affine.of(x))
-        if m.const < 0:
-            out.append(v)
-        if m.const + m.coef * ranges[m.f] > k.idx(x).range:
-            out.append(k.idx(x).range - 1 - v)
-    return out
-
-
-def _names_needed(cons: Sequence[Affine], stmts: Sequence[Statement]) -> set[str]:
-    affines = list(cons)
-    for s in stmts:
-        if isinstance(s, LoadIndex):
-            affines.append(s.from_)
-        elif isinstance(s, Block):
-            affines += [i.affine for i in s.idxs]
-    return {n for a in affines for n in a.vars()}
-
-
-def _relative_refs(k: Block, maps: Mapping[str, _Map]
-                   ) -> tuple[tuple[Refinement, ...], dict[str, tuple[Affine, ...]]]:
-    """The views of ``k`` with the part that depends on the fused point taken out."""
-    local = {x: Affine.of(x) + m.const if m.coef > 1 else Affine.of(m.const)
-             for x, m in maps.items()}
-    refs: list[Refinement] = []
-    fparts: dict[str, tuple[Affine, ...]] = {}
-    for r in k.refs:
-        if r.is_alloc:
-            refs.append(r)
-            continue
-        fpart = []
-        for a in r.access:
-            f = Affine()
-            for x, c in a.terms:
-                if x in maps:
-                    f = f + Affine.of(maps[x].f) * (c * maps[x].coef)
-            fpart.append(f)
-        fparts[r.into] = tuple(fpart)
-        refs.append(with_field(r, access=tuple(a.substitute(local) for a in r.access)))
-    return tuple(refs), fparts
 
 
 # the fused block -----------------------------------------------------------------------------
@@ -493,99 +282,37 @@ def _relative_refs(k: Block, maps: Mapping[str, _Map]
 
 def _fuse_group(group: Sequence[Block], driver: Block, t: str, context: tuple[Block, ...],
                 options: Options) -> Block | None:
-    """The fused block for ``group`` driven by ``driver``, or None when not legal."""
-    if any(_unsupported(k) for k in group):
+    """The fused block for ``group`` driven by ``driver``, or None when not legal or not
+    worth it under the options."""
+    if not all(supported_member(k) for k in group):
         return None
-    eqs = _driver_eqs(driver, t)
-    if eqs is None:
+    dims = driver_dims(driver, t)
+    if dims is None:
         return None
-    followed = {e.f for e in eqs if e is not None}
-    fidxs = tuple(Index(i.name, i.range, Affine(), i.tags) for i in driver.idxs
-                  if i.name in followed)
+    fidxs = fused_indexes(driver, dims)
     if not fidxs:
         return None
     ranges = {f.name: f.range for f in fidxs}
     placed = []
     for k in group:
-        maps = _member_maps(k, t, eqs)
-        if maps is None or not _maps_valid(k, maps, fidxs, context, options.perfect):
+        maps = member_maps(k, t, dims)
+        if maps is None or not maps_valid(k, maps, fidxs, context, options.perfect):
             return None
-        placed.append(_place_member(k, maps, ranges))
+        placed.append(place_member(k, maps, ranges))
     shell = Block(idxs=fidxs)
-    views = _fused_views(placed, shell, context)
-    if views is None or not _points_independent(placed, views, fidxs):
+    views = fused_views(placed, shell, context)
+    if views is None or not points_independent([m.block for m in placed],
+                                                {x: v.ref for x, v in views.items()}, fidxs):
         return None
     if options.max_point_bytes and _point_bytes(views, options) > options.max_point_bytes:
         return None
     if options.max_shared_bytes and _shared_bytes(views, fidxs, context[-1]) > \
             options.max_shared_bytes:
         return None
-    members = [_shift(m.block, views) for m in placed]
-    parent = context[-1]
-    refs = tuple(views[r.into].ref for r in parent.refs if r.into in views)
-    return Block(comments=_comments(group), idxs=fidxs, refs=refs,
-                 stmts=_statements(members, {n: v.ref for n, v in views.items()}))
+    return fused_block(group, placed, views, fidxs, context[-1])
 
 
-def _unsupported(k: Block) -> bool:
-    banked = any(not r.location.bank.is_zero for r in k.refs)
-    # a fresh view starts its elements anew in each instance of its block: merged into F's
-    # views (or run under F's points instead of k's) its instances would change
-    fresh = any(r.fresh for _, b in k.walk() for r in b.refs)
-    return (banked or fresh or not k.location.is_default
-            or any(i.is_passed_in for i in k.idxs))
-
-
-class _View(NamedTuple):
-    ref: Refinement       # F's view of the parent's buffer
-    lo: tuple[int, ...]   # where the members' box starts, relative to the point's origin
-
-
-def _fused_views(placed: Sequence[_Member], shell: Block,
-                 context: tuple[Block, ...]) -> dict[str, _View] | None:
-    """F's view of every buffer the members view: one origin per buffer (members that
-    disagree on how the point moves it are refused), sized to the union of their boxes."""
-    found: dict[str, list[tuple[Refinement, poly.Box | None]]] = {}
-    fpart: dict[str, tuple[Affine, ...]] = {}
-    for m in placed:
-        for r in m.block.refs:
-            if r.is_alloc:
-                continue
-            if fpart.setdefault(r.from_, m.fparts[r.into]) != m.fparts[r.into]:
-                return None
-            try:
-                box = poly.footprint(m.block, r.into, ancestors=context + (shell,))
-            except ValueError:
-                return None
-            found.setdefault(r.from_, []).append((r, box))
-    parent = context[-1]
-    return {x: _view(parent.ref(x), uses, fpart[x]) for x, uses in found.items()}
-
-
-def _view(decl: Refinement, uses: list[tuple[Refinement, poly.Box | None]],
-          fpart: tuple[Affine, ...]) -> _View:
-    box: poly.Box | None = None
-    for _, b in uses:
-        if b is not None:
-            box = b if box is None else box.union(b)
-    if box is None:
-        box = poly.Box((0,) * decl.shape.rank, uses[0][0].shape.sizes)
-    reads = any(r.dir.reads or r.dir is RefDir.NONE for r, _ in uses)
-    writes = [r for r, _ in uses if r.dir.writes or r.dir is RefDir.NONE]
-    direction = {(True, True): RefDir.INOUT, (True, False): RefDir.IN,
-                 (False, True): RefDir.OUT, (False, False): RefDir.NONE}[reads, bool(writes)]
-    aggs = {r.agg_op for r in writes}
-    first = uses[0][0]
-    tags = frozenset().union(*(r.tags for r, _ in uses))
-    access = tuple(f + lo for f, lo in zip(fpart, box.lo))
-    ref = Refinement(direction, decl.into, decl.into, access,
-                     decl.shape.with_sizes(box.extent),
-                     aggs.pop() if len(aggs) == 1 else AggOp.ASSIGN,
-                     first.location, first.offset, first.is_const, tags)
-    return _View(ref, box.lo)
-
-
-def _point_bytes(views: Mapping[str, _View], options: Options) -> float:
+def _point_bytes(views: Mapping[str, View], options: Options) -> float:
     """Bytes of the cache lines that one fused point touches through its views (each box
     counted from a line boundary)."""
     width = options.cache_width
@@ -594,7 +321,7 @@ def _point_bytes(views: Mapping[str, _View], options: Options) -> float:
                                  v.ref.dtype.itemsize, width) for v in views.values())
 
 
-def _shared_bytes(views: Mapping[str, _View], fidxs: Sequence[Index], parent: Block) -> int:
+def _shared_bytes(views: Mapping[str, View], fidxs: Sequence[Index], parent: Block) -> int:
     """The largest buffer (the parent's whole view of it, in bytes) that distinct fused
     points read in overlapping boxes; 0 when there is none."""
     largest = 0
@@ -606,112 +333,6 @@ def _shared_bytes(views: Mapping[str, _View], fidxs: Sequence[Index], parent: Bl
         decl = parent.ref(x)
         largest = max(largest, decl.shape.elem_count * decl.dtype.itemsize)
     return largest
-
-
-def _shift(k: Block, views: Mapping[str, _View]) -> Block:
-    refs = tuple(r if r.is_alloc else
-                 with_field(r, access=tuple(a - lo for a, lo in zip(r.access,
-                                                                    views[r.from_].lo)))
-                 for r in k.refs)
-    return k.replace(refs=refs)
-
-
-def _points_independent(placed: Sequence[_Member], views: Mapping[str, _View],
-                        fidxs: Sequence[Index]) -> bool:
-    """Rule 2: a buffer that one member writes and another touches is touched by distinct
-    fused points in disjoint boxes."""
-    for x, v in views.items():
-        touching = [m for m in placed if any(r.from_ == x for r in m.block.refs)]
-        writes = any(r.from_ == x and (r.dir.writes or r.dir is RefDir.NONE)
-                     for m in placed for r in m.block.refs)
-        if (writes and len(touching) > 1
-                and not poly.points_disjoint(fidxs, (), v.ref.access, v.ref.shape.sizes)):
-            return False
-    return True
-
-
-def _comments(group: Sequence[Block]) -> str:
-    lines = [line for k in group for line in k.comments.splitlines()]
-    return "\n".join(dict.fromkeys(lines))
-
-
-# inlining single-point members ---------------------------------------------------------------
-
-
-def _statements(members: Sequence[Block],
-                views: Mapping[str, Refinement]) -> tuple[Statement, ...]:
-    """F's statement list: each member as a block, or its statements when it is a single
-    point whose views are exactly F's views."""
-    out: list[Statement] = []
-    scalars: set[str] = set()
-    for k in members:
-        inlined = _inline(k, views, scalars)
-        if inlined is None:
-            out.append(k)
-        else:
-            out += inlined
-    return tuple(out)
-
-
-def _inlinable(k: Block, views: Mapping[str, Refinement]) -> bool:
-    """A single point, no constraint, views equal to F's, and the stores of its own
-    statement list aggregate as F's views do (children keep their own views)."""
-    if k.constraints or k.range_product != 1:
-        return False
-    stored = {s.into for s in k.stmts if isinstance(s, Store)}
-    stored |= {x for s in k.stmts if isinstance(s, Special) for x in s.outputs}
-    for r in k.refs:
-        if r.is_alloc:
-            return False
-        v = views[r.from_]
-        if any(not a.is_zero for a in r.access) or r.shape.sizes != v.shape.sizes:
-            return False
-        if r.into in stored and r.agg_op is not v.agg_op:
-            return False
-    return True
-
-
-def _inline(k: Block, views: Mapping[str, Refinement],
-            scalars: set[str]) -> list[Statement] | None:
-    if not _inlinable(k, views):
-        return None
-    refs = {r.into: r.from_ for r in k.refs}
-    # k's single point: its index values (in F's names) go into its index loads and its
-    # children's passed-in affines
-    k = substitute_indexes(k, {i.name: i.affine for i in k.idxs})
-    names: dict[str, str] = {}
-
-    def define(x: str) -> str:
-        names[x] = fresh_name(x, scalars, start=0)
-        scalars.add(names[x])
-        return names[x]
-
-    out: list[Statement] = []
-    for s in k.stmts:
-        if isinstance(s, Load):
-            s = Load(refs[s.from_], define(s.into), s.tags)
-        elif isinstance(s, Store):
-            s = Store(names.get(s.from_, s.from_), refs[s.into], s.tags)
-        elif isinstance(s, LoadIndex):
-            s = LoadIndex(s.from_, define(s.into), s.tags)
-        elif isinstance(s, Constant):
-            s = Constant(define(s.name), s.value, s.dtype, s.tags)
-        elif isinstance(s, Intrinsic):
-            ins = tuple(names.get(x, x) for x in s.inputs)
-            s = Intrinsic(s.name, ins, tuple(define(x) for x in s.outputs), s.dtype, s.tags)
-        elif isinstance(s, Special):
-            s = with_field(s, inputs=tuple(refs[x] for x in s.inputs),
-                           outputs=tuple(refs[x] for x in s.outputs))
-        elif isinstance(s, Block):
-            s = _reparent(s, refs)
-        out.append(s)
-    return out
-
-
-def _reparent(s: Block, refs: Mapping[str, str]) -> Block:
-    """A child of an inlined member, as a child of F (its views of F's buffers)."""
-    views = tuple(r if r.is_alloc else with_field(r, from_=refs[r.from_]) for r in s.refs)
-    return s.replace(refs=views)
 
 
 __all__ = ["NAME", "Options", "run"]

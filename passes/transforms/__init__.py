@@ -13,6 +13,10 @@ contract (what it does, what it requires, what it guarantees):
 * :mod:`.layout` -- strides: which indexes reduce, unit-stride walks, dense boxes,
   restriding the views below a block;
 * :mod:`.placement` -- statement uses, lifetimes and alignment for placing buffers;
+* :mod:`.fusion_legality` -- how a fusion group's indexes follow the fused block's, and the
+  checks that running the group point by point keeps its semantics;
+* :mod:`.fusion_rewrite` -- building the fused block: members placed inside it, its views,
+  single-point members inlined;
 * :mod:`.names` -- fresh names;
 * :mod:`.substitute` -- replacing a block's index names by affines.
 
