@@ -96,11 +96,11 @@ from stripe.ir import (
     agg_identity,
     with_field,
 )
+from stripe.names import fresh_name
 from stripe.target import Target
 
 from .select import ALL, Selection, Site, rewrite
 from .transforms.layout import restride_below
-from .transforms.names import fresh_name
 
 NAME = "cache"
 

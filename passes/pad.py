@@ -85,10 +85,10 @@ from stripe.ir import (
     TensorShape,
     with_field,
 )
+from stripe.names import fresh_name
 from stripe.target import Target
 
 from .select import Selection, Site, rewrite
-from .transforms.names import fresh_name
 
 NAME = "pad"
 

@@ -62,11 +62,11 @@ from stripe.ir import (
     agg_identity,
     with_field,
 )
+from stripe.names import fresh_name
 from stripe.tags import THREADS
 from stripe.target import Target
 
 from .select import Selection, Site, rewrite
-from .transforms.names import fresh_name
 from .transforms.parts import plan, split_units, written_views
 from .transforms.tile import fresh_cuts
 

@@ -17,8 +17,10 @@ contract (what it does, what it requires, what it guarantees):
   checks that running the group point by point keeps its semantics;
 * :mod:`.fusion_rewrite` -- building the fused block: members placed inside it, its views,
   single-point members inlined;
-* :mod:`.names` -- fresh names;
 * :mod:`.substitute` -- replacing a block's index names by affines.
+
+Fresh names come from the core (:func:`stripe.names.fresh_name`), which the front end
+shares.
 
 Layering: the library imports the IR layer (``stripe.*``), the pass infrastructure
 (:mod:`stripe.passes.select`) and itself, never a pass module; a pass module imports the

@@ -39,9 +39,9 @@ from stripe.ir import (
     Store,
     with_field,
 )
+from stripe.names import fresh_name
 
 from .fusion_legality import IndexMap
-from .names import fresh_name
 from .substitute import substitute_indexes
 
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from stripe import tags
 from stripe.affine import Affine
 from stripe.ir import Block, Index, Refinement
+from stripe.names import fresh_name
 
 from ..select import Selection
-from .names import fresh_name
 from .tile import apply_tile, fresh_cuts
 
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from stripe import poly
 from stripe.affine import Affine
 from stripe.ir import Block, Index, LoadIndex, Refinement, TensorShape
+from stripe.names import fresh_name
 from stripe.poly import Box
 
-from .names import fresh_name
 from .substitute import substitute_indexes
 
 

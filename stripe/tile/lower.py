@@ -51,6 +51,7 @@ from ..ir import (
     TensorShape,
     agg_identity,
 )
+from ..names import fresh_name
 from . import ast as A
 from .parser import parse
 from .ranges import Plan, infer_ranges
@@ -189,12 +190,11 @@ class _Lowering:
         return info
 
     def _fresh_ref(self, name: str, used: set[str]) -> str:
+        """``name`` for a kernel's first view of it, else ``name_2``, ``name_3``, ... that no
+        view of the kernel (``used``) and no Tile tensor takes."""
         if name not in used:
             return name
-        k = 2
-        while f"{name}_{k}" in used or f"{name}_{k}" in self.tile_names:
-            k += 1
-        return f"{name}_{k}"
+        return fresh_name(name, used | self.tile_names, start=2, bare=False)
 
     def _add_kernel(self, text: str, tags: frozenset[str], idxs: Sequence[Index] = (),
                     constraints: Sequence[Affine] = (), refs: Sequence[Refinement] = (),

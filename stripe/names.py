@@ -1,5 +1,9 @@
 """Fresh names: a name derived from a base that no existing name takes.
 
+The one fresh-name function of the compiler, beside the IR so that every layer uses it: the
+Tile front end (a second view of a tensor in one kernel), the transforms library and the
+passes (tiles' origins, parts, caches, pads, fused members' scalars).
+
 Names come from the base and the names already taken only (never from ``id()`` or a counter
 shared across runs), so the same input always gets the same names.
 """
