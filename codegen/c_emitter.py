@@ -7,7 +7,7 @@ and only when it is a plain identifier.
 
 The back end prints decisions, it does not take them: the passes ``start_fresh``,
 ``order_loops``, ``vectorize`` and ``collapse_threads`` record them as block tags
-(:func:`decide` runs them; :func:`print_c` prints; :func:`emit_c` does both). The modules:
+(``stripe.passes.manager`` ends every pipeline with them; :func:`emit_c` prints). The modules:
 ``c_text`` (expressions, literals, intrinsics), ``c_loops`` (blocks, loop nests, views,
 allocations), ``c_kernels`` (micro-kernels of ``stencil`` blocks), ``c_runtime`` (the
 prelude, the program description, the counters) and this one (the program, statements,
@@ -52,7 +52,6 @@ from stripe.ir import (
     Statement,
     Store,
 )
-from stripe.passes import collapse_threads, order_loops, start_fresh, vectorize
 from stripe.target import HOST, Compute, Target
 
 from .c_kernels import KernelWriter
@@ -331,33 +330,15 @@ _HANDLERS: dict[type, Callable[[_Emitter, Statement, Scope, str], None]] = {
 }
 
 
-def decide(program: Block, target: Target) -> Block:
-    """``program`` with the back end's decisions taken for ``target`` and recorded as tags:
-    the passes ``start_fresh``, ``order_loops``, ``vectorize`` and ``collapse_threads``, in
-    that order. They are idempotent: on a program whose pipeline ended with them (every
-    shipped config), nothing changes; on one that never ran them (no target, a hand-built
-    block) or that a pass changed after them, they decide."""
-    program = start_fresh.run(program, start_fresh.Options(), target)
-    program = order_loops.run(program, order_loops.Options(), target)
-    program = vectorize.run(program, vectorize.Options(), target)
-    return collapse_threads.run(program, collapse_threads.Options(), target)
-
-
-def print_c(program: Block, compute: Compute = AVX2) -> CProgram:
+def emit_c(program: Block, target: Target | Compute = HOST) -> CProgram:
     """The C translation unit for a verified ``#program`` block whose decisions are taken
-    (tags, see :func:`decide`); a block without decision tags runs its loops in index order,
-    point by point, on one thread. Micro-kernels and prefetches are written for the
-    target's ``compute`` (its SIMD width and registers)."""
+    (the tags of the back-end decision passes, ``docs/codegen.md``); a block without
+    decision tags runs its loops in index order, point by point, on one thread.
+    Micro-kernels and prefetches are written for ``target``'s compute (or the ``compute``
+    given: its SIMD width and registers)."""
+    compute = target if isinstance(target, Compute) else target.compute
     return _Emitter(compute).program(program)
 
 
-def emit_c(program: Block, target: Target | Compute = HOST) -> CProgram:
-    """The C translation unit for a verified ``#program`` block, for ``target`` (or a
-    target's ``compute``): :func:`decide`, then :func:`print_c`."""
-    if isinstance(target, Compute):
-        target = Target("c", compute=target)
-    return print_c(decide(program, target), target.compute)
-
-
-__all__ = ["OVERLAP", "PRELUDE", "BufferSpec", "CProgram", "comment_name", "decide", "emit_c",
-           "intrinsic_expr", "print_c"]
+__all__ = ["OVERLAP", "PRELUDE", "BufferSpec", "CProgram", "comment_name", "emit_c",
+           "intrinsic_expr"]

@@ -7,8 +7,9 @@
                                   verify=True, check=True)
 
 ``trace`` starts with ``("lower", program)`` and holds ``(entry name, block)`` after every
-pass entry of the config, in order (a pass that changed nothing contributes the very same
-block object, so ``trace[k][1] is trace[k-1][1]`` tells it was a no-op).
+pass entry of the config, in order, and of the back end's decision passes, which always come
+last (:func:`pipeline`); a pass that changed nothing contributes the very same block
+object, so ``trace[k][1] is trace[k-1][1]`` tells it was a no-op.
 
 ``verify=True`` runs :func:`stripe.verify.verify` on the input and after every pass that
 changed the program; ``check=True`` runs the reference interpreter on the input program and
@@ -39,6 +40,7 @@ from stripe.errors import StripeError, VerifyError
 from stripe.interp import interpret
 from stripe.ir import Block
 from stripe.passes import REGISTRY, option_docs
+from stripe.target import Target
 from stripe.verify import verify as verify_ir
 
 Trace = list[tuple[str, Block]]
@@ -141,21 +143,58 @@ def _nested_dataclass(tp: object) -> type | None:
     return None
 
 
+# the back end's decisions ---------------------------------------------------------------------
+
+BACK_END = ("start_fresh", "order_loops", "vectorize", "collapse_threads")
+"""The passes that take the C back end's decisions (``docs/codegen.md``), in their order.
+They end every pipeline: they record as tags everything the back end prints, so no pass may
+run after them."""
+
+
+def pipeline(config: Config) -> tuple[tuple[int, PassEntry], ...]:
+    """The entries :func:`run_pipeline` runs, each with its position in ``config.passes``:
+    the config's passes in order, except those of :data:`BACK_END`; then every pass of
+    :data:`BACK_END`, in that order, with the config's last entry of its type (its options,
+    wherever the config lists it) or, when the config has none, its defaults (positions
+    past the end of ``config.passes``)."""
+    entries = config.passes
+    run = [(k, e) for k, e in enumerate(entries) if e.type not in BACK_END]
+    chosen = {e.type: (k, e) for k, e in enumerate(entries) if e.type in BACK_END}
+    past = len(entries)
+    for name in BACK_END:
+        if name not in chosen:
+            chosen[name] = (past, PassEntry(name, name, REGISTRY[name].options()))
+            past += 1
+        run.append(chosen[name])
+    return tuple(run)
+
+
+def decide(program: Block, target: Target) -> Block:
+    """``program`` with the back end's decisions taken for ``target`` by the passes of
+    :data:`BACK_END` with their defaults: what a program gets that no pipeline ran on (a
+    hand-built block). They are idempotent: a decided program comes back unchanged."""
+    for name in BACK_END:
+        info = REGISTRY[name]
+        program = info.run(program, info.options(), target)
+    return program
+
+
 # running -------------------------------------------------------------------------------------
 
 
 def run_pipeline(program: Block, config: Config, *, verify: bool = False, check: bool = False,
                  inputs: Mapping[str, np.ndarray] | None = None) -> tuple[Block, Trace]:
-    """Run ``config.passes`` on ``program``; return the final block and the trace. A config
-    whose passes are not resolved yet (:func:`stripe.config.read_config`) is resolved first,
-    so that its mistakes surface before any pass runs."""
+    """Run ``config.passes`` on ``program``, the back end's decision passes last
+    (:func:`pipeline`); return the final block and the trace. A config whose passes are not
+    resolved yet (:func:`stripe.config.read_config`) is resolved first, so that its
+    mistakes surface before any pass runs."""
     config = resolve(config)
     if verify:
         verify_ir(program)
     checker = _Checker(program, inputs) if check else None
     trace: Trace = [("lower", program)]
     block = program
-    for index, entry in enumerate(config.passes):
+    for index, entry in pipeline(config):
         info = REGISTRY[entry.type]
         try:
             new = info.run(block, entry.options, config.target)

@@ -22,7 +22,7 @@ import numpy as np
 
 from stripe.codegen.build import build, cache_dir, missing_cpu_features
 from stripe.codegen.c_emitter import OVERLAP, BufferSpec, CProgram, emit_c
-from stripe.passes.manager import run_pipeline
+from stripe.passes.manager import decide, run_pipeline
 
 from . import poly, tags
 from .arrays import _empty_unchecked
@@ -382,10 +382,15 @@ def build_settings(config: Config | Target) -> tuple[tuple[str, ...], Compute]:
 
 def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None,
                     flags: tuple[str, ...] | None = None, vector: Compute | None = None, *,
-                    target: Target = HOST) -> Program:
+                    target: Target = HOST, decided: bool = False) -> Program:
     """Verify, emit and build an already lowered (and optionally optimised) program for
     ``target`` (:data:`stripe.target.HOST` by default). ``flags`` and ``vector`` (the
-    SIMD unit micro-kernels are written for), when given, replace the target's."""
+    SIMD unit micro-kernels are written for), when given, replace the target's. Unless
+    ``decided`` (the program comes out of :func:`run_pipeline`, which ends with them), the
+    back end's decision passes run on it first with their defaults
+    (:func:`stripe.passes.manager.decide`)."""
+    if not decided:
+        program = decide(program, target)
     verify_ir(program)
     target_flags, target_vector = build_settings(target)
     flags = target_flags if flags is None else flags
@@ -426,15 +431,17 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
     """Lower Tile ``source`` for ``inputs`` (arrays or ``(shape, dtype)`` pairs) and build it.
 
     ``target`` is the name of a shipped hardware config (``cpu_avx2``) or a path to a YAML
-    config; its passes run in order, with the verifier after each one unless
-    ``verify=False``, and the C is written and compiled for the config's target. None runs
-    no passes and compiles for :data:`stripe.target.HOST` (``-march=native``, AVX2-sized
-    vectors). ``check=True`` also interprets the program before and after every pass and
-    names the first pass that changed the result.
+    config; its passes run in order, then the back end's decision passes where the config
+    does not end with them, with the verifier after each one unless ``verify=False``, and
+    the C is written and compiled for the config's target. None runs only the back end's
+    decision passes, with their defaults, and compiles for :data:`stripe.target.HOST`
+    (``-march=native``, AVX2-sized vectors). ``check=True`` also interprets the program
+    before and after every pass and names the first pass that changed the result.
     """
     program = lower(source, dict(inputs))
     if target is None:
-        return compile_program(program, [("lower", program)], target=HOST)
+        final, trace = run_pipeline(program, Config("host", HOST))
+        return compile_program(final, trace, target=HOST, decided=True)
     config = load_config(target)
     flags = config.target.compiler_flags
 
@@ -448,7 +455,7 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
         return Program(cached, module, flags, _rerun=rerun,
                        overwritten=overwritten_outputs(program))
     final, trace = rerun()
-    prog = compile_program(final, trace, target=config.target)
+    prog = compile_program(final, trace, target=config.target, decided=True)
     if key:
         _store_cached(key, prog.c_program)
     return prog

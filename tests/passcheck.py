@@ -17,12 +17,13 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from stripe.codegen.c_emitter import emit_c
 from stripe.interp import interpret
 from stripe.ir import Block
 from stripe.irparser import parse_ir
-from stripe.passes.manager import random_inputs
+from stripe.passes.manager import decide, random_inputs
 from stripe.printer import print_ir
-from stripe.target import Target
+from stripe.target import HOST, Target
 from stripe.verify import verify
 
 Run = Callable[[Block, object, Target], Block]
@@ -98,3 +99,9 @@ def assert_unchanged(run: Run, before: str | Block, options: object,
 def blocks(program: Block, tag: str) -> list[Block]:
     """Every block of ``program`` carrying ``tag``, pre-order."""
     return [b for _, b in program.walk() if tag in b.tags]
+
+
+def c_source(program: Block, target: Target = HOST) -> str:
+    """The C the back end prints for ``program`` once the back end's decision passes have
+    run on it with their defaults (as at the end of every pipeline)."""
+    return emit_c(decide(program, target), target).source

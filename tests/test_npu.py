@@ -31,7 +31,8 @@ def test_the_pipeline_runs_every_pass_and_matches_numpy(npu_matmul):
     prog, a, b = npu_matmul
     assert [name for name, _ in prog.trace] == [
         "lower", "cleanup_early", "tile_sram", "split_pes", "mac", "stage", "banks",
-        "schedule", "place", "cleanup", "order_loops", "vectorize"]
+        "schedule", "place", "cleanup", "start_fresh", "order_loops", "vectorize",
+        "collapse_threads"]
     np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-4)
 
 

@@ -12,11 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS_BY_NAME, random_inputs
-from passcheck import TARGET, check_pass, run_and_check
+from passcheck import TARGET, c_source, check_pass, run_and_check
 
 from stripe import interpret, lower, parse_ir, print_ir
 from stripe.affine import Affine
-from stripe.codegen.c_emitter import emit_c
 from stripe.compiler import compile_program
 from stripe.ir import Block
 from stripe.passes import boundary
@@ -532,12 +531,12 @@ def test_emitted_c_of_the_interior_has_no_guard():
     op = OPS_BY_NAME["conv2d"]
     before = lower(op.source, op.input_specs())
     after = boundary.run(before, boundary.Options(reqs=("contraction",)), TARGET)
-    source = emit_c(after).source
+    source = c_source(after)
 
     def tested(text: str) -> bool:  # a guard, or a loop bound computed from outer values
         return any(s in text for s in ("if (", "stripe_imin(", "stripe_imax("))
 
-    assert tested(c_block(emit_c(before).source, "kernel_1"))
+    assert tested(c_block(c_source(before), "kernel_1"))
     assert tested(c_block(source, "kernel_1_x_lo"))
     interior = c_block(source, "kernel_1_interior")
     assert "for (" in interior and not tested(interior)

@@ -13,10 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ops_catalog import OPS, OPS_BY_NAME, random_inputs
-from passcheck import TARGET, assert_rewrites, run_and_check
+from passcheck import TARGET, assert_rewrites, c_source, run_and_check
 
 from stripe import interpret, lower, parse_ir, verify
-from stripe.codegen.c_emitter import emit_c
 from stripe.compiler import compile_program
 from stripe.passes import REGISTRY, autotile, threads
 from stripe.passes.threads import Options
@@ -122,11 +121,11 @@ def test_matmul_on_four_threads():
 
 def test_the_emitted_c_has_an_openmp_loop_over_the_threads():
     after = threads.run(parse_ir(MATMUL), Options(reqs=("kernel",), num_threads=4), TARGET)
-    source = emit_c(after).source
+    source = c_source(after)
     assert source.count("#pragma omp parallel for collapse(1)") == 2
     six = threads.run(parse_ir(MATMUL), Options(reqs=("contraction",), num_threads=6), TARGET)
     assert [i.name for i in six.stmts[0].stmts[1].idxs] == ["i", "j"]
-    assert "#pragma omp parallel for collapse(2)" in emit_c(six).source
+    assert "#pragma omp parallel for collapse(2)" in c_source(six)
 
 
 def _on_two_threads(script: str, tmp_path: Path, timeout: int) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,14 @@ from stripe import interpret, lower, parse_ir, print_ir
 from stripe.config import check_option_type, list_configs, load_config
 from stripe.ir import Block, Constant, Store
 from stripe.passes import INFRASTRUCTURE, REGISTRY, PassInfo
-from stripe.passes.manager import PassError, mismatch, random_inputs, run_pipeline
+from stripe.passes.manager import (
+    BACK_END,
+    PassError,
+    mismatch,
+    pipeline,
+    random_inputs,
+    run_pipeline,
+)
 from stripe.passes.select import Selection, Site, rewrite, select
 
 PASSES_DIR = Path(passes_pkg.__file__).parent
@@ -219,10 +226,24 @@ def test_trace_starts_with_the_input_and_names_every_entry(tmp_path: Path):
 """))
     program = parse_ir(PROGRAM)
     final, trace = run_pipeline(program, config, verify=True, check=True)
-    assert [n for n, _ in trace] == ["lower", "cleanup", "again", "localize"]
+    # the config does not end with the back end's decisions: they follow its passes
+    assert [n for n, _ in trace] == ["lower", "cleanup", "again", "localize", *BACK_END]
     assert trace[0][1] is program
     assert trace[2][1] is trace[1][1] and trace[3][1] is trace[2][1]  # nothing left to do
     assert final is trace[-1][1]
+
+
+def test_the_back_end_passes_run_last_with_the_config_s_options(tmp_path: Path):
+    config = load_config(_config(tmp_path, """  - {type: order_loops, options: {exclude: [kernel]}}
+  - {type: cleanup}
+"""))
+    run = pipeline(config)
+    assert [e.type for _, e in run] == ["cleanup", *BACK_END]
+    assert [k for k, _ in run] == [1, 2, 0, 3, 4]  # positions in config.passes, then past it
+    assert run[2][1].options.exclude == ("kernel",)  # the config's own order_loops entry
+    assert run[3][1].options == REGISTRY["vectorize"].options()
+    _, trace = run_pipeline(parse_ir(PROGRAM), config)
+    assert [n for n, _ in trace] == ["lower", "cleanup", *BACK_END]
 
 
 def test_verify_names_the_pass_that_broke_the_ir(tmp_path: Path, broken_pass: None):
@@ -237,7 +258,7 @@ def test_verify_names_the_pass_that_broke_the_ir(tmp_path: Path, broken_pass: No
     assert "'$nowhere' used before it is defined" in str(e)
     # without verify the damage goes unnoticed
     final, trace = run_pipeline(parse_ir(PROGRAM), config)
-    assert [n for n, _ in trace] == ["lower", "cleanup", "wreck", "scalarize"]
+    assert [n for n, _ in trace] == ["lower", "cleanup", "wreck", "scalarize", *BACK_END]
 
 
 def test_check_names_the_pass_that_changed_the_results(tmp_path: Path, broken_pass: None):
@@ -291,7 +312,7 @@ def test_shipped_configs_run_on_a_lowered_program(target: str):
     program = lower(src, {"A": ((3, 4), "float32"), "B": ((4, 5), "float32")})
     final, trace = run_pipeline(program, load_config(target), verify=True, check=True)
     assert trace[0] == ("lower", program)
-    assert [n for n, _ in trace[1:]] == [p.name for p in load_config(target).passes]
+    assert [n for n, _ in trace[1:]] == [e.name for _, e in pipeline(load_config(target))]
     assert print_ir(final)
 
 
