@@ -17,8 +17,9 @@ Which indexes may be split and into how many parts (:mod:`stripe.passes.transfor
 those that own a dimension of every view the block writes (accessed as ``c*n + const``), so
 that distinct units write disjoint boxes of it -- never a reduction index -- with part
 counts of product at most ``num_parts`` that make the largest share smallest, then use the
-fewest units, then put more parts on earlier indexes. The C back end's ``_owns`` test holds
-for the outer views: ``c*t >= c*(t-1) + 1``. A block that writes no view is left alone.
+fewest units, then put more parts on earlier indexes. The ``owns`` test of
+``collapse_threads`` (``passes/collapse_threads.py``) holds for the outer views:
+``c*t >= c*(t-1) + 1``. A block that writes no view is left alone.
 
 The block is left unchanged when no index may be split, when the best choice is one unit,
 when it already has an index tagged ``idx_tag`` (it was partitioned before), or when it

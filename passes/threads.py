@@ -4,12 +4,13 @@ What it does, for every selected block: ``partition_compute`` across ``num_threa
 cores -- the same splittable indexes (never a reduction index: each one owns a dimension of
 every view the block writes) and the same part counts -- with the outer block tagged
 ``threads`` (plus ``set_tags``) and its thread indexes tagged ``idx_tag``, placed first. No
-location is set. The C back end turns a block tagged ``threads`` into
-``#pragma omp parallel for collapse(n)`` over its leading loops whose index owns every
-written view (``codegen.c_emitter._owns``: some dimension accessed as ``c*o + const`` with
-``|c| >= size``). The outer views satisfy it: a written view accessed as ``c*n`` is tiled
-into ``c*t*o`` with size ``c*(t-1) + 1``, so every thread index is collapsed and the
-pragma is emitted.
+location is set. The ``collapse_threads`` pass (run at the end of every pipeline) tags
+such a block with the number of its leading loops whose index owns every written view
+(``owns`` in ``passes/collapse_threads.py``: some dimension accessed as ``c*o + const`` with
+``|c| >= size``), and the C back end prints ``#pragma omp parallel for collapse(n)`` over
+them. The outer views satisfy it: a written view accessed as ``c*n`` is tiled into
+``c*t*o`` with size ``c*(t-1) + 1``, so every thread index is collapsed and the pragma is
+emitted.
 
 With ``split_reductions``, a block that ``partition_compute`` cannot split because no index
 owns its written views (a sum of all elements; a matrix-vector product whose rows a tile
