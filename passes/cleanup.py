@@ -47,6 +47,7 @@ from stripe import poly, tags
 from stripe.affine import Affine
 from stripe.errors import InterpreterError
 from stripe.interp import apply_intrinsic
+from stripe.intrinsics import EXACT
 from stripe.ir import (
     Block,
     Constant,
@@ -99,14 +100,7 @@ def _clean(block: Block, site: Site, options: Options) -> Block:
     return _drop_unused_refs(block, site)
 
 
-# constant folding ----------------------------------------------------------------------------
-
-_FOLDABLE = frozenset({
-    "assign", "cast", "neg", "abs", "add", "sub", "mul", "min", "max", "cmp_eq", "cmp_ne",
-    "cmp_lt", "cmp_le", "cmp_gt", "cmp_ge", "and", "or", "not", "bit_and", "bit_or",
-    "bit_xor", "bit_not", "floor", "ceil", "cond",
-})
-
+# constant folding (the intrinsics the table marks exact) ------------------------------------
 
 def _fold_constants(block: Block) -> Block:
     consts: dict[str, Constant] = {}
@@ -121,7 +115,7 @@ def _fold_constants(block: Block) -> Block:
 
 
 def _fold(s: Intrinsic, consts: dict[str, Constant]) -> Intrinsic | Constant:
-    if s.name not in _FOLDABLE or len(s.outputs) != 1:
+    if s.name not in EXACT or len(s.outputs) != 1:
         return s
     if s.name == "cond" and len(s.inputs) == 3 and s.inputs[0] in consts:
         taken = s.inputs[1] if _value(consts[s.inputs[0]]).astype(bool)[0] else s.inputs[2]
