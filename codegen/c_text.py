@@ -106,7 +106,6 @@ def identity_text(agg: AggOp, dtype: DType) -> str:
     return c_literal(agg_identity(agg, dtype), dtype)
 
 
-
 def intrinsic_expr(name: str, dtype: DType, args: list[tuple[str, DType]], path: str) -> str:
     """C expression for one intrinsic: its row of the table of intrinsics
     (``stripe.intrinsics``)."""

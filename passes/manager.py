@@ -173,9 +173,8 @@ def decide(program: Block, target: Target) -> Block:
     """``program`` with the back end's decisions taken for ``target`` by the passes of
     :data:`BACK_END` with their defaults: what a program gets that no pipeline ran on (a
     hand-built block). They are idempotent: a decided program comes back unchanged."""
-    for name in BACK_END:
-        info = REGISTRY[name]
-        program = info.run(program, info.options(), target)
+    for _, entry in pipeline(Config("decide", target)):  # just BACK_END, with defaults
+        program = REGISTRY[entry.type].run(program, entry.options, target)
     return program
 
 

@@ -1,5 +1,5 @@
 """Shared fixtures: a seeded random generator and random arrays per dtype, and a temporary
-cache directory for the whole session.
+cache directory for the whole test run.
 
 The seed is derived from the test's node id, so every test sees the same values on every run
 and adding a test never changes another test's inputs.
@@ -24,7 +24,7 @@ settings.register_profile("long", max_examples=1000, deadline=None)
 
 @pytest.fixture(scope="session", autouse=True)
 def stripe_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Compiled modules and cached pipelines go to a directory of this session
+    """Compiled modules and cached pipelines go to a directory of this test run
     (``STRIPE_CACHE_DIR``, which ``stripe.codegen.build.cache_dir`` reads at every call and
     subprocesses inherit), never to the user's ``~/.cache/stripe``. Tests about the cache
     itself set their own directory over it with ``monkeypatch.setenv``."""

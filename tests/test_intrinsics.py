@@ -20,7 +20,6 @@ from stripe.intrinsics import (
     INTRINSICS_TABLE,
     IntrinsicInfo,
     NotDefined,
-    c_expr,
 )
 from stripe.ir import INTRINSICS, Intrinsic
 from stripe.target import HOST
@@ -186,19 +185,7 @@ def _dtype_value(a: np.ndarray) -> str:
 ALL = (DType.BOOL,) + INTS + FLOATS
 
 
-@pytest.mark.parametrize("name", list(INTRINSICS_TABLE))
-def test_c_column_matches_the_back_end(name: str):
-    """The C back end's own intrinsic expressions (while it keeps them) equal the table's
-    text, for every result dtype and every input dtype."""
-    c_emitter = pytest.importorskip("stripe.codegen.c_emitter")
-    back_end = getattr(c_emitter, "intrinsic_expr", None)
-    if back_end is None or back_end is c_expr:
-        pytest.skip("the back end reads the table")
-    arity = ARITY[name]
-    for dtype in ALL:
-        for t in ALL:
-            args = [(f"$x{k}", t) for k in range(arity)]
-            if name.startswith("cmp_"):
-                args[1] = ("$y", DType.INT16)
-            assert c_expr(name, dtype, args) == back_end(name, dtype, args, ""), (dtype, t)
+
+
+def test_every_dtype_has_a_c_type():
     assert set(C_TYPES) == set(DType)
