@@ -8,30 +8,23 @@
 from __future__ import annotations
 
 import builtins
-import functools
-import hashlib
-import json
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 
-from stripe.codegen.build import build, cache_dir, missing_cpu_features
+from stripe.codegen.build import build, missing_cpu_features
 from stripe.codegen.c_emitter import OVERLAP, BufferSpec, CProgram, emit_c
 from stripe.passes.manager import decide, run_pipeline
 
-from . import poly, tags
+from . import pipeline_cache, poly, tags
 from .arrays import _empty_unchecked
 from .arrays import empty as aligned_empty
 from .config import Config, load_config
 from .dtypes import DType
 from .errors import StripeError
 from .ir import Block, RefDir
-from .printer import print_ir
 from .target import HOST, Compute, Target
 from .tile import lower
 from .verify import verify as verify_ir
@@ -448,8 +441,8 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
     def rerun() -> tuple[Block, list[tuple[str, Block]]]:
         return run_pipeline(program, config, verify=verify, check=check)
 
-    key = None if check else _pipeline_key(program, config, verify)
-    cached = _load_cached(key) if key else None
+    key = None if check else pipeline_cache.key(program, config, verify)
+    cached = pipeline_cache.load(key) if key else None
     if cached is not None:
         module = build(cached.source, flags, openmp=cached.uses_openmp)
         return Program(cached, module, flags, _rerun=rerun,
@@ -457,76 +450,8 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
     final, trace = rerun()
     prog = compile_program(final, trace, target=config.target, decided=True)
     if key:
-        _store_cached(key, prog.c_program)
+        pipeline_cache.store(key, prog.c_program)
     return prog
-
-
-# the compile cache ---------------------------------------------------------------------------
-#
-# Running the passes (the autotile search above all) costs more than lowering, emitting and
-# loading a cached module together. So the C program a pipeline produced is
-# kept, keyed by everything it depends on: the lowered program's text (the Tile source and
-# the input shapes), the resolved config (every option of every pass, cflags, compute), the
-# verify flag, and a hash of stripe's own source files (a changed pass is a new key). A
-# ``check=True`` compile always reruns the pipeline (it is asked to compare every pass).
-
-
-@functools.cache
-def _code_hash() -> str:
-    """A hash of every source file of the stripe packages (stripe, passes, codegen)."""
-    import stripe.codegen
-    import stripe.passes
-
-    h = hashlib.sha256()
-    for pkg in (Path(__file__).parent, Path(stripe.passes.__file__).parent,
-                Path(stripe.codegen.__file__).parent):
-        for path in sorted(pkg.rglob("*")):
-            if path.suffix in (".py", ".lark") and path.is_file():
-                h.update(str(path.relative_to(pkg)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
-
-
-def _pipeline_key(program: Block, config: object, verify: bool) -> str:
-    h = hashlib.sha256()
-    for part in (_code_hash(), print_ir(program), repr(config), str(verify)):
-        h.update(part.encode() + b"\0")
-    return h.hexdigest()[:40]
-
-
-def _entry(key: str) -> Path:
-    return cache_dir() / f"_pipeline_{key}.json"
-
-
-def _load_cached(key: str) -> CProgram | None:
-    try:
-        data = json.loads(_entry(key).read_text())
-        if hashlib.sha256(data["source"].encode()).hexdigest() != data["source_sha256"]:
-            return None
-        buffers = tuple(BufferSpec(b["name"], DType(b["dtype"]), tuple(b["sizes"]),
-                                   tuple(b["strides"]), bool(b["is_output"]))
-                        for b in data["buffers"])
-        return CProgram(data["source"], buffers, bool(data["uses_openmp"]),
-                        tuple(data["stat_names"]), tuple(data["allocations"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # absent or unreadable: compile it again
-
-
-def _store_cached(key: str, c: CProgram) -> None:
-    data = {"source": c.source, "source_sha256": hashlib.sha256(c.source.encode()).hexdigest(),
-            "buffers": [{"name": b.name, "dtype": b.dtype.value, "sizes": list(b.sizes),
-                         "strides": list(b.strides), "is_output": b.is_output}
-                        for b in c.buffers],
-            "uses_openmp": c.uses_openmp, "stat_names": list(c.stat_names),
-            "allocations": list(c.allocations)}
-    try:
-        root = cache_dir()
-        root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="_pipeline_", suffix=".tmp", dir=root)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, _entry(key))
-    except OSError:
-        pass  # a read-only cache only costs the next compile its passes
 
 
 __all__ = ["Program", "compile", "compile_program", "check_arguments", "DType"]

@@ -38,13 +38,13 @@ from __future__ import annotations
 import importlib.resources
 import os
 import posixpath
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from .cflags import VALID_CFLAGS, cflag_ok, cflag_problem
 from .target import Compute, Memory, Target
 from .yamlread import (
     SIZE_UNITS,
@@ -225,34 +225,6 @@ def load_config(target: str | os.PathLike[str]) -> Config:
     return resolve(read_config(target))
 
 
-# cflags --------------------------------------------------------------------------------------
-
-# (what the message shows, the pattern). Config files are user input and their flags reach the
-# compiler's command line, so only plain optimisation and target flags pass.
-_CFLAG_ALLOWED = (
-    ("-O0 -O1 -O2 -O3 -Os -Ofast", r"-O[0-3s]|-Ofast"),
-    ("-g -g0..-g3", r"-g[0-3]?"),
-    ("-march=NAME", r"-march=[a-z0-9][a-z0-9_.-]*"),
-    ("-mtune=NAME", r"-mtune=[a-z0-9][a-z0-9_.-]*"),
-    ("-mprefer-vector-width=128|256|512", r"-mprefer-vector-width=(128|256|512)"),
-    ("-m[no-]FEATURE", r"-m(no-)?[a-z0-9][a-z0-9.-]*"),
-    ("-f[no-]OPTION except file-writing and plugin options", r"-f(no-)?[a-z0-9][a-z0-9-]*"),
-)
-# Flags that match the patterns but write files, load code, or take the next argument.
-_CFLAG_DENIED = re.compile(
-    r"-f(no-)?(dump|profile|auto-profile|plugin|syntax-only|stack-usage|callgraph-info"
-    r"|save-optimization-record|opt-info|record|debug|working-directory|lto|coverage"
-    r"|test-coverage|branch-probabilities|openmp|openacc)"
-    r"|-mllvm")
-_CFLAG_RE = re.compile("|".join(f"(?:{p})" for _, p in _CFLAG_ALLOWED))
-
-
-def cflag_ok(flag: str) -> bool:
-    """True when ``flag`` may reach the C compiler's command line."""
-    return (len(flag) <= 64 and _CFLAG_RE.fullmatch(flag) is not None
-            and _CFLAG_DENIED.match(flag) is None)
-
-
 # drafts: a config being merged ---------------------------------------------------------------
 
 
@@ -336,9 +308,9 @@ def _cflags(f: YamlFile, node: yaml.Node) -> tuple[str, ...]:
     flags = []
     for item in f.sequence(node, "cflags"):
         flag = f.string(item, "a cflag")
-        if not cflag_ok(flag):
-            raise f.error(item, f"cflag '{flag}' is not allowed",
-                          [d for d, _ in _CFLAG_ALLOWED], "flags")
+        problem = cflag_problem(flag)
+        if problem is not None:
+            raise f.error(item, f"cflag '{flag}' {problem}", list(VALID_CFLAGS), "flags")
         flags.append(flag)
     return tuple(flags)
 
