@@ -442,7 +442,7 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
         return run_pipeline(program, config, verify=verify, check=check)
 
     key = None if check else pipeline_cache.key(program, config, verify)
-    cached = pipeline_cache.load(key) if key else None
+    cached = pipeline_cache.load(key, program) if key else None
     if cached is not None:
         module = build(cached.source, flags, openmp=cached.uses_openmp)
         return Program(cached, module, flags, _rerun=rerun,

@@ -68,3 +68,8 @@ class IRParseError(StripeError):
 
 class InterpreterError(IRError):
     """The reference interpreter met something it cannot execute (bad bindings, bad IR)."""
+
+
+class LimitError(StripeError):
+    """A documented limit was exceeded: a program's memory, an integer's width, an
+    expression's depth, a compile's time (docs/limits.md)."""

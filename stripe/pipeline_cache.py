@@ -51,7 +51,8 @@ def _entry(key: str) -> Path:
     return cache_dir() / f"_pipeline_{key}.json"
 
 
-def load(key: str) -> CProgram | None:
+def load(key: str, program: Block) -> CProgram | None:
+    """The cached C program of ``key`` (for the lowered ``program``), or None."""
     try:
         data = json.loads(_entry(key).read_text())
         if hashlib.sha256(data["source"].encode()).hexdigest() != data["source_sha256"]:
