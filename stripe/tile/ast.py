@@ -161,3 +161,19 @@ class Function:
     outputs: tuple[Name, ...]
     stmts: tuple[Statement, ...]
     pos: Pos
+
+
+def children(node: Expr | Poly) -> tuple[tuple[Expr | Poly, int], ...]:
+    """The subexpressions of ``node``, each with 1 if it nests one level deeper than ``node``
+    and 0 if it continues a chain: the left operand of a binary operator and the ``else``
+    branch of a ternary continue chains (``A + B + C``, ``c1 ? x : c2 ? y : z``), so a
+    chain of any length counts as one level of nesting."""
+    if isinstance(node, (Binary, PolyBin)):
+        return ((node.a, 0), (node.b, 1))
+    if isinstance(node, Ternary):
+        return ((node.cond, 1), (node.a, 1), (node.b, 0))
+    if isinstance(node, (Unary, PolyNeg)):
+        return ((node.x, 1),)
+    if isinstance(node, Call):
+        return tuple((a, 1) for a in node.args)
+    return ()

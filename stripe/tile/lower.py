@@ -34,7 +34,7 @@ from typing import Union
 from .. import tags as T
 from ..affine import Affine
 from ..dtypes import DType, promote
-from ..errors import ShapeError, TileError, TypeError_
+from ..errors import LimitError, ShapeError, TileError, TypeError_
 from ..ir import (
     AggOp,
     Block,
@@ -51,11 +51,20 @@ from ..ir import (
     TensorShape,
     agg_identity,
 )
+from ..limits import TileLimitError, check_bytes, fits_int
 from ..names import fresh_name
 from . import ast as A
 from .parser import parse
 from .ranges import Plan, infer_ranges
-from .shapes import TensorInfo, bind_inputs, eval_size, poly_names, to_affine
+from .shapes import (
+    TensorInfo,
+    bind_inputs,
+    check_tensor,
+    eval_size,
+    poly_names,
+    tensor_bytes,
+    to_affine,
+)
 from .typecheck import TConst, TIndex, TNode, TOp, TSpecial, TTensor, check_statement
 
 _AGG = {"+": AggOp.ADD, "*": AggOp.MUL, ">": AggOp.MAX, "<": AggOp.MIN, "=": AggOp.ASSIGN}
@@ -113,6 +122,16 @@ def _kernel_tags(*names: str) -> frozenset[str]:
     return frozenset((T.KERNEL, *names))
 
 
+def _check_plan(plan: Plan, c: A.Contraction) -> None:
+    """Every range, coefficient and constant of a contraction's kernel fits 64 bits."""
+    affines = [*plan.constraints, *plan.out_access, *(a for acc in plan.in_accesses for a in acc)]
+    values = [r for _, r in plan.idxs]
+    values += [a.const for a in affines] + [k for a in affines for _, k in a.terms]
+    if not all(fits_int(v) for v in values):
+        raise TileLimitError("the index ranges or accesses of this contraction overflow "
+                             "64-bit integers", c.out.pos.line, c.out.pos.column)
+
+
 # the lowering --------------------------------------------------------------------------------
 
 class _Lowering:
@@ -125,6 +144,9 @@ class _Lowering:
         self.tile_names = set(self.tensors) | self.targets
         self.assigned: dict[str, A.Pos] = {}
         self.kernels: list[Block] = []
+        self.total_bytes = 0  # of every buffer so far: inputs, outputs, temporaries
+        for p in fn.params:
+            self._count_bytes(self.tensors[p.name], p.pos)
 
     def run(self) -> Block:
         for stmt in self.fn.stmts:
@@ -185,9 +207,20 @@ class _Lowering:
     def _define(self, name: str, dtype: DType, sizes: tuple[int, ...], pos: A.Pos) -> TensorInfo:
         role = "out" if name in self.outputs else "tmp"
         info = TensorInfo(name, dtype, sizes, role, pos)
+        check_tensor(name, sizes, dtype, pos)
+        self._count_bytes(info, pos)
         self.tensors[name] = info
         self.assigned[name] = pos
         return info
+
+    def _count_bytes(self, info: TensorInfo, pos: A.Pos) -> None:
+        """Add a buffer to the program's total; a located TileLimitError past the limit."""
+        self.total_bytes += tensor_bytes(info.sizes, info.dtype)
+        try:
+            check_bytes(self.total_bytes, f"the buffers of the program (inputs, outputs and "
+                                          f"temporaries, up to {info.name})")
+        except LimitError as e:
+            raise TileLimitError(str(e), pos.line, pos.column) from None
 
     def _fresh_ref(self, name: str, used: set[str]) -> str:
         """``name`` for a kernel's first view of it, else ``name_2``, ``name_3``, ... that no
@@ -222,6 +255,7 @@ class _Lowering:
                 raise ShapeError(f"{r.name} has rank {info.rank} but is indexed with {count}",
                                  r.pos.line, r.pos.column)
         dtype = self._contraction_dtype(c, ins)
+        check_tensor(out_name, sizes, dtype, c.out.pos)  # before the sizes reach isl
         default = self._default(c, sizes)
         order, first_use = self._index_order(c)
 
@@ -233,6 +267,7 @@ class _Lowering:
         plan = infer_ranges(order, affines(c.out), sizes,
                             [(affines(r), info.sizes) for r, info in zip(c.inputs, ins)],
                             user, first_use)
+        _check_plan(plan, c)
         out = self._define(out_name, dtype, sizes, c.out.pos)
         if out.elem_count == 0:
             return
@@ -452,8 +487,27 @@ class _Eltwise:
         self.low._add_kernel(self.s.text, _kernel_tags(T.ELTWISE, T.eltwise_tag(top), *extra),
                              self.idxs, refs=self.refs, stmts=self.loads + self.stmts)
 
-    def _scalar(self, node: TNode, top: bool = False) -> str:
-        key = (type(node), node, type(node.value)) if isinstance(node, TConst) else node
+    def _scalar(self, root: TNode, top: bool = False) -> str:
+        """The scalar holding ``root``'s value, emitting the statements that compute it (an
+        iterative post-order walk; equal subtrees share one scalar)."""
+        work: list[tuple[TNode, bool]] = [(root, False)]
+        names: list[str] = []  # the scalars of the operands computed so far
+        while work:
+            node, entered = work.pop()
+            if isinstance(node, TOp) and not entered:
+                work.append((node, True))
+                work.extend((a, False) for a in reversed(node.args))
+                continue
+            args: tuple[str, ...] = ()
+            if isinstance(node, TOp):
+                args = tuple(names[len(names) - len(node.args):])
+                del names[len(names) - len(node.args):]
+            names.append(self._emit(node, args, top and node is root))
+        return names[0]
+
+    def _emit(self, node: TNode, args: tuple[str, ...], top: bool) -> str:
+        """The scalar of one node whose operands are the scalars ``args``."""
+        key = _memo_key(node, args)
         if key in self.memo:
             return self.memo[key]
         if isinstance(node, TTensor):
@@ -471,8 +525,20 @@ class _Eltwise:
             self.stmts.append(LoadIndex(_broadcast_access(self.access, node.shape)[node.dim],
                                         name))
         else:
-            args = tuple(self._scalar(a) for a in node.args)
             name = f"${self.out.name}" if top else self._fresh("t")
             self.stmts.append(Intrinsic(node.op, args, (name,), node.dtype))
         self.memo[key] = name
         return name
+
+
+def _memo_key(node: TNode, args: tuple[str, ...]) -> object:
+    """A flat key equal for equal nodes: an operation is known by its operands' scalars, so
+    no key holds a subtree; a constant by its value's type and bits (``0.0`` and ``-0.0``
+    differ, and so do ``1``, ``1.0`` and ``True``)."""
+    if isinstance(node, TConst):
+        value = node.value
+        bits = float(value).hex() if isinstance(value, float) else value
+        return ("const", type(value), bits, node.dtype)
+    if isinstance(node, TOp):
+        return ("op", node.op, args, node.dtype, node.shape)
+    return node

@@ -1,9 +1,13 @@
 """Tile source -> :class:`stripe.tile.ast.Function`, with human syntax errors.
 
-The grammar is ``grammar.lark`` (LALR(1), basic lexer). lark's exceptions are translated into
-:class:`stripe.errors.TileSyntaxError` whose message names the offending token and, when the
-parser expected only a few things, what it expected (``unexpected ')', expected ']'``); a
-missing ``;`` is reported right after the statement it should end.
+The grammar is ``grammar.lark`` (LALR(1), basic lexer). Nothing recurses over the input: lark's
+LALR parser keeps its own stack and the tree is turned into the AST by lark's non-recursive
+transformer, so a long chain ``A + A + ... + A`` costs time linear in its length; after the
+AST is built, expressions nested deeper than ``stripe.limits.MAX_EXPR_DEPTH`` and integer
+literals that do not fit 64 bits are refused with a located TileError. lark's exceptions are
+translated into :class:`stripe.errors.TileSyntaxError` whose message names the offending token
+and, when the parser expected only a few things, what it expected (``unexpected ')', expected
+']'``); a missing ``;`` is reported right after the statement it should end.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ from importlib import resources
 from typing import Any
 
 import lark
-from lark import Token, Transformer, v_args
+from lark import Token, Transformer_NonRecursive, v_args
 from lark.lexer import PatternStr
 from lark.tree import Meta
 
-from ..errors import TileError, TileSyntaxError
+from ..errors import StripeError, TileError, TileSyntaxError
+from ..limits import INT_MAX, TileLimitError, check_depth
 from . import ast as A
 
 _REGEX_TERMINALS = {
@@ -48,11 +53,44 @@ def parse(source: str) -> A.Function:
     except lark.exceptions.UnexpectedInput as e:
         raise _syntax_error(source, e) from None
     try:
-        return _Builder(source).transform(tree)
+        fn = _Builder(source).transform(tree)
     except lark.exceptions.VisitError as e:
-        if isinstance(e.orig_exc, TileSyntaxError):
+        if isinstance(e.orig_exc, StripeError):
             raise e.orig_exc from None
         raise
+    _check_depths(fn)
+    return fn
+
+
+def _int(tok: Token) -> int:
+    """An INT token's value; a located TileLimitError past 63 bits (checked on the digits, so
+    that a literal of thousands of digits is never converted)."""
+    digits = str(tok).lstrip("0") or "0"
+    if len(digits) > len(str(INT_MAX)) or int(digits) > INT_MAX:
+        shown = digits if len(digits) <= 24 else f"{digits[:10]}...{digits[-6:]}"
+        raise TileLimitError(f"integer literal {shown} ({len(digits)} digits) does not fit in "
+                             "64 bits (it must be below 2**63)", tok.line, tok.column)
+    return int(digits)
+
+
+def _check_depths(fn: A.Function) -> None:
+    """Refuse any expression or polynomial nested deeper than MAX_EXPR_DEPTH."""
+    for stmt in fn.stmts:
+        if isinstance(stmt, A.Assign):
+            _check_depth(stmt.expr, "an expression")
+            continue
+        refs = (stmt.out, *stmt.inputs)
+        for p in [*(p for r in refs for p in r.idxs), *(stmt.sizes or ()),
+                  *(x for k in stmt.constraints for x in (k.poly, k.bound))]:
+            _check_depth(p, "an index or size expression")
+
+
+def _check_depth(root: A.Expr | A.Poly, what: str) -> None:
+    stack: list[tuple[A.Expr | A.Poly, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        check_depth(depth, what, node.pos.line, node.pos.column)
+        stack.extend((child, depth + nests) for child, nests in A.children(node))
 
 
 # AST construction ---------------------------------------------------------------------------
@@ -70,7 +108,7 @@ def _statement_text(source: str, meta: Meta) -> str:
 
 
 @v_args(meta=True)
-class _Builder(Transformer[Token, Any]):
+class _Builder(Transformer_NonRecursive[Token, Any]):
     def __init__(self, source: str) -> None:
         super().__init__()
         self._source = source
@@ -92,7 +130,7 @@ class _Builder(Transformer[Token, Any]):
         dims: list[A.PolyName | A.PolyNum] = []
         for t in children[1:]:
             if t.type == "INT":
-                dims.append(A.PolyNum(int(t), _pos(t)))
+                dims.append(A.PolyNum(_int(t), _pos(t)))
             else:
                 dims.append(A.PolyName(str(t), _pos(t)))
         return A.Param(str(children[0]), tuple(dims), _pos(children[0]))
@@ -161,14 +199,14 @@ class _Builder(Transformer[Token, Any]):
     pterm = poly
 
     def pnum(self, meta: Meta, children: list[Any]) -> Any:
-        return A.PolyNum(int(children[0]), _pos(children[0]))
+        return A.PolyNum(_int(children[0]), _pos(children[0]))
 
     def pname(self, meta: Meta, children: list[Any]) -> Any:
         return A.PolyName(str(children[0]), _pos(children[0]))
 
     def pscaled(self, meta: Meta, children: list[Any]) -> Any:
         k, name = children
-        return A.PolyBin("*", A.PolyNum(int(k), _pos(k)), A.PolyName(str(name), _pos(name)),
+        return A.PolyBin("*", A.PolyNum(_int(k), _pos(k)), A.PolyName(str(name), _pos(name)),
                          _pos(k))
 
     def pneg(self, meta: Meta, children: list[Any]) -> Any:
@@ -195,7 +233,7 @@ class _Builder(Transformer[Token, Any]):
 
     def num(self, meta: Meta, children: list[Any]) -> Any:
         t = children[0]
-        return A.Num(int(t) if t.type == "INT" else float(t), _pos(t))
+        return A.Num(_int(t) if t.type == "INT" else float(t), _pos(t))
 
     def name(self, meta: Meta, children: list[Any]) -> Any:
         return A.Name(str(children[0]), _pos(children[0]))

@@ -12,18 +12,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import TypeVar, Union
 
 import numpy as np
 
 from ..affine import Affine
 from ..dtypes import DType, to_dtype
-from ..errors import ShapeError, StripeError, TileError, TypeError_
+from ..errors import LimitError, ShapeError, StripeError, TileError, TypeError_
+from ..limits import TileLimitError, check_bytes, check_int, check_product, fits_int
 from . import ast as A
 
 InputSpec = Union[np.ndarray, tuple]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,11 @@ def _input_shape_dtype(name: str, spec: object, pos: A.Pos) -> tuple[tuple[int, 
         raise TileError(f"input {name}: expected an array or a (shape, dtype) pair, "
                         f"got {type(spec).__name__}", pos.line, pos.column)
     try:
-        dims = tuple(int(s) for s in shape)
+        dims = tuple(operator.index(s) for s in shape)
     except (TypeError, ValueError):
-        raise TileError(f"input {name}: shape must be a sequence of integers, got {shape!r}",
+        shown = repr(shape)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise TileError(f"input {name}: shape must be a sequence of integers, got {shown}",
                         pos.line, pos.column) from None
     if any(d < 0 for d in dims):
         raise ShapeError(f"input {name}: negative size in shape {dims}", pos.line, pos.column)
@@ -80,7 +86,26 @@ def _input_shape_dtype(name: str, spec: object, pos: A.Pos) -> tuple[tuple[int, 
         dt = to_dtype(dtype)
     except StripeError as e:
         raise TypeError_(f"input {name}: {e}", pos.line, pos.column) from None
+    check_tensor(name, dims, dt, pos)
     return dims, dt
+
+
+def tensor_bytes(sizes: Sequence[int], dtype: DType) -> int:
+    """Bytes of a packed tensor of ``sizes``."""
+    return math.prod(sizes) * dtype.itemsize
+
+
+def check_tensor(name: str, sizes: Sequence[int], dtype: DType, pos: A.Pos) -> None:
+    """A located TileLimitError unless every size, the strides of a packed layout (products
+    of sizes) and the tensor's bytes fit 64 bits, and the bytes fit ``max_bytes()``."""
+    try:
+        for k, s in enumerate(sizes):
+            check_int(s, f"size {k} of {name}")
+        check_product(sizes, f"the element count of {name} {tuple(sizes)}")
+        check_bytes(tensor_bytes(sizes, dtype),
+                    f"tensor {name} {tuple(sizes)} of {dtype.long_name}")
+    except LimitError as e:
+        raise TileLimitError(str(e), pos.line, pos.column) from None
 
 
 def bind_inputs(fn: A.Function, inputs: Mapping[str, object]
@@ -146,69 +171,118 @@ def _dim_value(name: str, pos: A.Pos, dims: Mapping[str, int],
                      "declarations, e.g. I[N, M])", pos.line, pos.column)
 
 
+def _fold_poly(root: A.Poly, leaf: Callable[[A.PolyNum | A.PolyName], T],
+               neg: Callable[[A.PolyNeg, T], T], binary: Callable[[A.PolyBin, T, T], T]) -> T:
+    """Evaluate a polynomial bottom-up without recursion: ``leaf`` for numbers and names,
+    ``neg`` and ``binary`` for operators, operands in source order."""
+    work: list[tuple[A.Poly, bool]] = [(root, False)]
+    values: list[T] = []
+    while work:
+        p, entered = work.pop()
+        if isinstance(p, (A.PolyNum, A.PolyName)):
+            values.append(leaf(p))
+        elif not entered:
+            work.append((p, True))
+            work.extend((x, False) for x in ((p.x,) if isinstance(p, A.PolyNeg)
+                                             else (p.b, p.a)))
+        elif isinstance(p, A.PolyNeg):
+            values.append(neg(p, values.pop()))
+        else:
+            b = values.pop()
+            values.append(binary(p, values.pop(), b))
+    (result,) = values
+    return result
+
+
+def _checked(value: int, pos: A.Pos, what: str) -> int:
+    if not fits_int(value):
+        raise TileLimitError(f"{what} overflows 64-bit integers", pos.line, pos.column)
+    return value
+
+
 def eval_size(p: A.Poly, dims: Mapping[str, int], tensors: Mapping[str, object],
               what: str = "a size expression") -> int:
-    """Value of a size expression; indexes are not allowed in it."""
-    if isinstance(p, A.PolyNum):
-        return p.value
-    if isinstance(p, A.PolyName):
-        if p.is_index:
-            raise TileError(f"index {p.name} cannot appear in {what}", p.pos.line,
-                            p.pos.column)
-        return _dim_value(p.name, p.pos, dims, tensors)
-    if isinstance(p, A.PolyNeg):
-        return -eval_size(p.x, dims, tensors, what)
-    a = eval_size(p.a, dims, tensors, what)
-    b = eval_size(p.b, dims, tensors, what)
-    if p.op == "+":
-        return a + b
-    if p.op == "-":
-        return a - b
-    if p.op == "*":
-        return a * b
-    if b == 0:
-        raise ShapeError("division by zero in " + what, p.pos.line, p.pos.column)
-    return c_div(a, b)
+    """Value of a size expression; indexes are not allowed in it. Every intermediate value
+    must fit 64 bits (TileLimitError otherwise)."""
+    def leaf(x: A.PolyNum | A.PolyName) -> int:
+        if isinstance(x, A.PolyNum):
+            return x.value
+        if x.is_index:
+            raise TileError(f"index {x.name} cannot appear in {what}", x.pos.line,
+                            x.pos.column)
+        return _dim_value(x.name, x.pos, dims, tensors)
+
+    def neg(x: A.PolyNeg, a: int) -> int:
+        return _checked(-a, x.pos, what)
+
+    def binary(x: A.PolyBin, a: int, b: int) -> int:
+        if x.op == "+":
+            return _checked(a + b, x.pos, what)
+        if x.op == "-":
+            return _checked(a - b, x.pos, what)
+        if x.op == "*":
+            return _checked(a * b, x.pos, what)
+        if b == 0:
+            raise ShapeError("division by zero in " + what, x.pos.line, x.pos.column)
+        return _checked(c_div(a, b), x.pos, what)
+
+    return _fold_poly(p, leaf, neg, binary)
+
+
+def _checked_affine(a: Affine, pos: A.Pos) -> Affine:
+    if not fits_int(a.const) or not all(fits_int(k) for _, k in a.terms):
+        raise TileLimitError("an index expression overflows 64-bit integers", pos.line,
+                             pos.column)
+    return a
 
 
 def to_affine(p: A.Poly, dims: Mapping[str, int], tensors: Mapping[str, object]) -> Affine:
-    """An index expression as an Affine over index names (dimension names become sizes)."""
-    if isinstance(p, A.PolyNum):
-        return Affine.of(p.value)
-    if isinstance(p, A.PolyName):
-        if p.is_index:
-            return Affine.of(p.name)
-        return Affine.of(_dim_value(p.name, p.pos, dims, tensors))
-    if isinstance(p, A.PolyNeg):
-        return -to_affine(p.x, dims, tensors)
-    a = to_affine(p.a, dims, tensors)
-    b = to_affine(p.b, dims, tensors)
-    if p.op == "+":
-        return a + b
-    if p.op == "-":
-        return a - b
-    if p.op == "*":
-        if not a.is_const and not b.is_const:
-            raise TileError("index expression is not affine: product of two indexes",
-                            p.pos.line, p.pos.column)
-        return a * b.const if b.is_const else b * a.const
-    if not b.is_const or not a.is_const:
-        raise TileError("index expression is not affine: division of an index (only sizes "
-                        "may be divided)", p.pos.line, p.pos.column)
-    if b.const == 0:
-        raise ShapeError("division by zero in an index expression", p.pos.line, p.pos.column)
-    return Affine.of(c_div(a.const, b.const))
+    """An index expression as an Affine over index names (dimension names become sizes);
+    every coefficient and constant along the way must fit 64 bits (TileLimitError)."""
+    def leaf(x: A.PolyNum | A.PolyName) -> Affine:
+        if isinstance(x, A.PolyNum):
+            return Affine.of(x.value)
+        if x.is_index:
+            return Affine.of(x.name)
+        return Affine.of(_dim_value(x.name, x.pos, dims, tensors))
+
+    def neg(x: A.PolyNeg, a: Affine) -> Affine:
+        return _checked_affine(-a, x.pos)
+
+    def binary(x: A.PolyBin, a: Affine, b: Affine) -> Affine:
+        if x.op == "+":
+            return _checked_affine(a + b, x.pos)
+        if x.op == "-":
+            return _checked_affine(a - b, x.pos)
+        if x.op == "*":
+            if not a.is_const and not b.is_const:
+                raise TileError("index expression is not affine: product of two indexes",
+                                x.pos.line, x.pos.column)
+            return _checked_affine(a * b.const if b.is_const else b * a.const, x.pos)
+        if not b.is_const or not a.is_const:
+            raise TileError("index expression is not affine: division of an index (only "
+                            "sizes may be divided)", x.pos.line, x.pos.column)
+        if b.const == 0:
+            raise ShapeError("division by zero in an index expression", x.pos.line,
+                             x.pos.column)
+        return _checked_affine(Affine.of(c_div(a.const, b.const)), x.pos)
+
+    return _fold_poly(p, leaf, neg, binary)
 
 
 def poly_names(p: A.Poly) -> list[A.PolyName]:
     """Every name in ``p``, in source order."""
-    if isinstance(p, A.PolyName):
-        return [p]
-    if isinstance(p, A.PolyNeg):
-        return poly_names(p.x)
-    if isinstance(p, A.PolyBin):
-        return poly_names(p.a) + poly_names(p.b)
-    return []
+    names: list[A.PolyName] = []
+    stack: list[A.Poly] = [p]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, A.PolyName):
+            names.append(x)
+        elif isinstance(x, A.PolyNeg):
+            stack.append(x.x)
+        elif isinstance(x, A.PolyBin):
+            stack += [x.b, x.a]
+    return names
 
 
 def broadcast(shapes: Sequence[tuple[int, ...]], pos: A.Pos) -> tuple[int, ...]:

@@ -19,13 +19,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Union
 
 import numpy as np
 
-from ..dtypes import DType, promote
+from ..dtypes import DType
+from ..dtypes import promote as _promote
 from ..errors import ShapeError, TileError, TypeError_
 from ..intrinsics import INTRINSICS_TABLE
+from ..limits import TileLimitError, fits_int
 from . import ast as A
 from .shapes import TensorInfo, broadcast, c_div, c_mod
 
@@ -95,6 +98,7 @@ class _Weak:
 
 
 INDEX_DTYPE = DType.INT32
+promote = lru_cache(maxsize=None)(_promote)  # numpy's rule; called once per operator
 
 # Tile's operators and functions, from the intrinsics table (its ``tile`` column)
 _TABLE = INTRINSICS_TABLE.values()
@@ -139,7 +143,51 @@ class _Checker:
         return node
 
     # expressions ----------------------------------------------------------------------------
-    def expr(self, e: A.Expr) -> TNode | _Weak:
+    def expr(self, root: A.Expr) -> TNode | _Weak:
+        """The typed value of ``root``, computed without recursion: a post-order walk whose
+        operands go on a value stack, in the order (and with the errors) of a left-to-right
+        evaluation."""
+        work: list[tuple[A.Expr, int]] = [(root, -1)]  # -1: not entered; n >= 0: n operands
+        values: list[TNode | _Weak] = []
+        while work:
+            e, count = work.pop()
+            if count < 0:
+                operands = self._operands(e)
+                work.append((e, len(operands)))
+                work.extend((x, -1) for x in reversed(operands))
+                continue
+            args = values[len(values) - count:]
+            del values[len(values) - count:]
+            values.append(self._combine(e, args))
+        (result,) = values
+        return result
+
+    def _operands(self, e: A.Expr) -> tuple[A.Expr, ...]:
+        """The subexpressions typed before ``e``; checks a call's name and arity first."""
+        if isinstance(e, A.Unary):
+            return (e.x,)
+        if isinstance(e, A.Binary):
+            return (e.a, e.b)
+        if isinstance(e, A.Ternary):
+            return (e.cond, e.a, e.b)
+        if isinstance(e, A.Call):
+            fn = e.fn
+            if fn in SPECIAL_FNS:
+                raise TileError(f"{fn} must be the whole right-hand side of a statement "
+                                f"(X = {fn}(...);)", e.pos.line, e.pos.column)
+            if fn not in FUNCTIONS:
+                raise TileError(f"unknown function '{fn}'", e.pos.line, e.pos.column)
+            if fn in _FLOAT_FNS or fn in _SAME_FNS or fn in _NAMED_CASTS or fn == "as_bool":
+                _arity(e, 1)
+            if fn in _BINARY_FNS or fn in _SIZED_CASTS or fn == "index":
+                _arity(e, 2)
+            if fn == "index":
+                return ()
+            return e.args[:2] if fn in _BINARY_FNS else e.args[:1]
+        return ()
+
+    def _combine(self, e: A.Expr, args: list[TNode | _Weak]) -> TNode | _Weak:
+        """The value of ``e`` from the values of its operands (``_operands``)."""
         if isinstance(e, A.Num):
             return _Weak(e.value, e.pos)
         if isinstance(e, A.Name):
@@ -148,17 +196,16 @@ class _Checker:
                 return _Weak(self._dims[e.name], e.pos)
             return TTensor(info.name, info.dtype, info.sizes)
         if isinstance(e, A.Unary):
-            return self._unary(e)
+            return self._unary(e, args[0])
         if isinstance(e, A.Binary):
-            return self._binary(e.op, self.expr(e.a), self.expr(e.b), e.pos)
+            return self._binary(e.op, args[0], args[1], e.pos)
         if isinstance(e, A.Ternary):
-            return self._ternary(e)
-        return self._call(e)
+            return self._ternary(e, *args)
+        return self._call(e, args)  # type: ignore[arg-type]
 
-    def _unary(self, e: A.Unary) -> TNode | _Weak:
-        x = self.expr(e.x)
+    def _unary(self, e: A.Unary, x: TNode | _Weak) -> TNode | _Weak:
         if isinstance(x, _Weak):
-            return _Weak(_fold_unary(e.op, x, e.pos), e.pos)
+            return _Weak(_fits(_fold_unary(e.op, x, e.pos), e.pos), e.pos)
         name = _UNARY[e.op]
         if e.op == "-" and x.dtype is DType.BOOL:
             raise TypeError_("cannot negate a bool value", e.pos.line, e.pos.column)
@@ -172,7 +219,7 @@ class _Checker:
     def _binary(self, op: str, a: TNode | _Weak, b: TNode | _Weak, pos: A.Pos
                 ) -> TNode | _Weak:
         if isinstance(a, _Weak) and isinstance(b, _Weak):
-            return _Weak(_fold_binary(op, a.value, b.value, pos), pos)
+            return _Weak(_fits(_fold_binary(op, a.value, b.value, pos), pos), pos)
         if isinstance(a, _Weak):
             a = _resolve(a, b.dtype)  # type: ignore[union-attr]
             dtype = a.dtype  # the type a literal takes is the result type
@@ -201,8 +248,8 @@ class _Checker:
                              "first", pos.line, pos.column)
         return TOp(name, (a, b), dtype, shape)
 
-    def _ternary(self, e: A.Ternary) -> TNode | _Weak:
-        c, a, b = self.expr(e.cond), self.expr(e.a), self.expr(e.b)
+    def _ternary(self, e: A.Ternary, c: TNode | _Weak, a: TNode | _Weak, b: TNode | _Weak
+                 ) -> TNode | _Weak:
         if isinstance(c, _Weak) and isinstance(a, _Weak) and isinstance(b, _Weak):
             return a if c.value else b
         if isinstance(c, _Weak):
@@ -226,22 +273,14 @@ class _Checker:
         return TOp("cond", (c, a, b), dtype, shape)
 
     # calls ----------------------------------------------------------------------------------
-    def _call(self, e: A.Call) -> TNode | _Weak:
+    def _call(self, e: A.Call, args: list[TNode | _Weak]) -> TNode | _Weak:
+        """A call whose name and arity ``_operands`` checked, with its typed operands."""
         fn = e.fn
-        if fn in SPECIAL_FNS:
-            raise TileError(f"{fn} must be the whole right-hand side of a statement "
-                            f"(X = {fn}(...);)", e.pos.line, e.pos.column)
-        if fn not in FUNCTIONS:
-            raise TileError(f"unknown function '{fn}'", e.pos.line, e.pos.column)
-        if fn in _FLOAT_FNS or fn in _SAME_FNS or fn in _NAMED_CASTS or fn == "as_bool":
-            _arity(e, 1)
-        if fn in _BINARY_FNS or fn in _SIZED_CASTS or fn == "index":
-            _arity(e, 2)
         if fn == "index":
             return self._index(e)
         if fn in _BINARY_FNS:
-            return self._binary(fn, self.expr(e.args[0]), self.expr(e.args[1]), e.pos)
-        x = self.expr(e.args[0])
+            return self._binary(fn, args[0], args[1], e.pos)
+        x = args[0]
         if fn in _SIZED_CASTS:
             return _cast(x, _cast_target(e), e.pos)
         if fn == "as_bool":
@@ -249,7 +288,7 @@ class _Checker:
         if fn in _NAMED_CASTS:
             return _cast(x, _NAMED_CASTS[fn], e.pos)
         if isinstance(x, _Weak):
-            return _Weak(_fold_call(fn, x), e.pos)
+            return _Weak(_fits(_fold_call(fn, x), e.pos), e.pos)
         if fn in _FLOAT_FNS:
             return TOp(fn, (x,), x.dtype if x.dtype.is_float else DType.FLOAT32, x.shape)
         if fn in ("floor", "ceil") and not x.dtype.is_float:
@@ -281,7 +320,7 @@ class _Checker:
                                 e.pos.column)
             src = self._tensor_arg(e, 0)
             sizes = tuple(self._size(a) for a in e.args[1:])
-            count = int(np.prod(sizes, dtype=np.int64)) if sizes else 1
+            count = math.prod(sizes)
             if count != src.elem_count:
                 raise ShapeError(f"reshape: {src.name} has {src.elem_count} elements but the "
                                  f"new shape {sizes} has {count}", e.pos.line, e.pos.column)
@@ -397,6 +436,24 @@ def _resolve(w: _Weak, other: DType) -> TConst:
 
 
 # constant folding (C semantics for integers) -------------------------------------------------
+#
+# Integers fold exactly and must stay within 64 bits (a located TileLimitError otherwise);
+# floats fold in float64 with IEEE results (inf and nan are values, as at run time).
+
+def _fits(value: Scalar, pos: A.Pos) -> Scalar:
+    """``value`` when it is not an integer beyond 64 bits."""
+    if isinstance(value, int) and not isinstance(value, bool) and not fits_int(value):
+        raise TileLimitError("this constant expression overflows 64-bit integers "
+                             f"({_short(value)})", pos.line, pos.column)
+    return value
+
+
+def _short(value: int) -> str:
+    if value.bit_length() > 200:
+        return f"about 2**{value.bit_length() - 1}" if value > 0 else \
+            f"about -2**{value.bit_length() - 1}"
+    return str(value)
+
 
 def _num(v: Scalar) -> int | float:
     return int(v) if isinstance(v, bool) else v
@@ -421,6 +478,13 @@ def _fold_binary(op: str, a: Scalar, b: Scalar, pos: A.Pos) -> Scalar:
         return ops[op](x, y)  # type: ignore[arg-type]
     if op in ("/", "%") and y == 0:
         raise TileError("division by zero", pos.line, pos.column)
+    if ints:
+        return _fold_int(op, x, y)  # type: ignore[arg-type]
+    with np.errstate(all="ignore"):
+        return _fold_float(op, np.float64(x), np.float64(y))
+
+
+def _fold_int(op: str, x: int, y: int) -> int | float:
     if op == "+":
         return x + y
     if op == "-":
@@ -428,18 +492,26 @@ def _fold_binary(op: str, a: Scalar, b: Scalar, pos: A.Pos) -> Scalar:
     if op == "*":
         return x * y
     if op == "/":
-        return c_div(x, y) if ints else x / y  # type: ignore[arg-type]
+        return c_div(x, y)
     if op == "%":
-        return c_mod(x, y) if ints else math.fmod(x, y)  # type: ignore[arg-type]
+        return c_mod(x, y)
     if op == "min":
         return min(x, y)
     if op == "max":
         return max(x, y)
-    # pow
-    if ints and 0 <= y <= 64:  # type: ignore[operator]
-        return x ** y  # type: ignore[operator]
+    # pow: exact for exponents 0..64 (then checked against 64 bits), float otherwise
+    if 0 <= y <= 64:
+        return x ** y
     with np.errstate(all="ignore"):
         return float(np.power(np.float64(x), np.float64(y)))
+
+
+def _fold_float(op: str, x: np.float64, y: np.float64) -> float:
+    """IEEE float64 arithmetic, NaN propagating through min and max as numpy's does."""
+    fns: dict[str, Callable[[np.float64, np.float64], np.float64]] = {
+        "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "%": np.fmod,
+        "min": np.minimum, "max": np.maximum, "pow": np.power}
+    return float(fns[op](x, y))
 
 
 def _fold_unary(op: str, w: _Weak, pos: A.Pos) -> Scalar:
@@ -457,8 +529,8 @@ def _fold_call(fn: str, w: _Weak) -> Scalar:
     v = _num(w.value)
     if fn == "abs":
         return abs(v)
-    if fn in ("floor", "ceil"):
-        return v if isinstance(v, int) else float(getattr(math, fn)(v))
+    if fn in ("floor", "ceil") and isinstance(v, int):
+        return v
     with np.errstate(all="ignore"):
         return float(getattr(np, fn)(np.float64(v)))
 
