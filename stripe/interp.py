@@ -74,6 +74,7 @@ from .ir import (
     Store,
     agg_identity,
 )
+from .limits import check_program_bytes, ir_limit_problem
 
 MAX_BATCH_POINTS = 1 << 14
 """Points (times private allocation elements) expanded at once; small batches stay in cache."""
@@ -83,6 +84,7 @@ def interpret(block: Block, arrays: Mapping[str, object]) -> dict[str, Array]:
     """Run ``block`` on ``arrays`` ({input name: ndarray}); return {output name: ndarray}."""
     if not isinstance(block, Block):
         raise InterpreterError(f"interpret expects a Block, got {type(block).__name__}")
+    check_limits(block)
     path = block.name
     memory = bind_inputs(block, arrays, path)
     with np.errstate(all="ignore"):  # IEEE semantics: inf and nan are values, not errors
@@ -92,6 +94,17 @@ def interpret(block: Block, arrays: Mapping[str, object]) -> dict[str, Array]:
 
 
 _ROOT_PARENT = Batch(path="", size=1, idx={}, refs={})
+
+
+def check_limits(block: Block) -> None:
+    """Refuse, before allocating anything, a program beyond the limits of docs/limits.md:
+    InterpreterError for blocks nested deeper than MAX_BLOCK_DEPTH or an integer beyond 64
+    bits, LimitError when its allocations (one copy of each, nested ones included) take more
+    than STRIPE_MAX_BYTES."""
+    problem = ir_limit_problem(block)
+    if problem is not None:
+        raise InterpreterError(problem[1], problem[0])
+    check_program_bytes(block)
 
 
 def _run_block(block: Block, parent: Batch, path: str,

@@ -102,30 +102,32 @@ def _checked_array(value: object, r: Refinement, path: str) -> Array:
     return array
 
 
-def _layout_offsets(shape: TensorShape) -> Array:
-    """Flat address of every element, relative to element 0, as an array of ``sizes``."""
-    offsets = np.zeros(shape.sizes, dtype=np.int64)
-    for d, dim in enumerate(shape.dims):
-        axis = [1] * shape.rank
-        axis[d] = dim.size
-        offsets = offsets + (np.arange(dim.size, dtype=np.int64) * dim.stride).reshape(axis)
-    return offsets
-
-
 def _origin(shape: TensorShape) -> int:
     """Address of element 0 in a buffer of ``span`` elements (negative strides count down)."""
     return sum((d.size - 1) * -d.stride for d in shape.dims if d.stride < 0 and d.size > 0)
 
 
+def _layout_view(memory: Array, shape: TensorShape) -> Array:
+    """The elements of ``shape`` in flat ``memory`` as an array of ``sizes`` sharing it (no
+    index arrays: reading or writing a whole buffer takes no memory beyond it). ``memory``
+    holds ``span`` elements, so every element of the view lies inside it."""
+    if shape.span == 0:
+        return np.zeros(shape.sizes, memory.dtype)
+    item = memory.itemsize
+    return np.lib.stride_tricks.as_strided(
+        memory[_origin(shape):], shape=shape.sizes,
+        strides=[d.stride * item for d in shape.dims], writeable=True)
+
+
 def _copy_in(array: Array, shape: TensorShape) -> Array:
     memory = np.zeros(shape.span, shape.dtype.np)
-    memory[_origin(shape) + _layout_offsets(shape).reshape(-1)] = array.reshape(-1)
+    if shape.span:
+        _layout_view(memory, shape)[...] = array
     return memory
 
 
 def copy_out(memory: Array, shape: TensorShape) -> Array:
-    flat = memory[_origin(shape) + _layout_offsets(shape).reshape(-1)]
-    return flat.reshape(shape.sizes)
+    return _layout_view(memory, shape).copy()
 
 
 # run-time state -----------------------------------------------------------------------------

@@ -54,8 +54,10 @@ from .ir import (
     TensorDim,
     TensorShape,
 )
+from .limits import MAX_BLOCK_DEPTH, fits_int
 
-MAX_DEPTH = 100  # nested blocks; deeper text is rejected rather than overflowing the stack
+MAX_DEPTH = MAX_BLOCK_DEPTH  # nested blocks; deeper text is refused, never overflows the stack
+LITERAL_DIGITS = 40  # digits of an integer literal (a constant's value, a special's parameter)
 
 _TOKEN_RE = re.compile(r"""
     (?P<ws>[ \t\r\n\f\v]+)
@@ -115,11 +117,28 @@ def decode_string(tok: Token, body: str) -> str:
     return value
 
 
-def decode_int(tok: Token) -> int:
-    try:
-        return int(tok.text, 0) if tok.text[:2] in ("0x", "0X") else int(tok.text, 10)
-    except ValueError as e:
-        raise IRParseError(f"bad integer {tok.text[:20]}: {e}", tok.line, tok.col) from None
+def decode_int(tok: Token, negative: bool = False, *, literal: bool = False) -> int:
+    """An ``int`` token's value (negated if ``negative``), checked on its digits before they
+    are converted: IRParseError unless it fits a signed 64-bit integer, or, for a
+    ``literal`` (a constant's value or a special's parameter, which the verifier checks
+    against 64 bits), unless it has at most LITERAL_DIGITS digits."""
+    text = tok.text
+    hexa = text[:2] in ("0x", "0X")
+    digits = (text[2:] if hexa else text).lstrip("0") or "0"
+    shown = text if len(text) <= 24 else f"{text[:10]}...{text[-6:]}"
+    if literal:
+        if len(digits) > LITERAL_DIGITS:
+            raise IRParseError(f"bad integer {shown}: more than {LITERAL_DIGITS} digits",
+                               tok.line, tok.col)
+        value = int(digits, 16 if hexa else 10)
+        return -value if negative else value
+    if len(digits) <= (16 if hexa else 19):
+        value = int(digits, 16 if hexa else 10)
+        value = -value if negative else value
+        if fits_int(value):
+            return value
+    raise IRParseError(f"bad integer {'-' if negative else ''}{shown}: it does not fit in 64 "
+                       "bits (|value| must be below 2**63)", tok.line, tok.col)
 
 
 def comment_text(tok: Token) -> str:
@@ -188,8 +207,7 @@ class Parser:
         neg = self.accept("-")
         if self.tok.kind != "int":
             self.fail(f"expected {what}")
-        value = decode_int(self.advance())
-        return -value if neg else value
+        return decode_int(self.advance(), neg)
 
     def ints(self) -> tuple[int, ...]:
         self.expect("(")
@@ -227,13 +245,13 @@ class Parser:
         tok = self.tok
         value: int | float
         if tok.kind == "int":
-            value = decode_int(tok)
+            value = decode_int(tok, neg, literal=True)
         elif tok.kind == "float" or (tok.kind == "name" and tok.text in ("inf", "nan")):
-            value = float(tok.text)
+            value = -float(tok.text) if neg else float(tok.text)
         else:
             self.fail("expected a number, 'true', 'false' or a string")
         self.advance()
-        return -value if neg else value
+        return value
 
     # affines ----------------------------------------------------------------------------------
     def affine_term(self) -> Affine:
@@ -247,12 +265,22 @@ class Parser:
         self.fail("expected an affine term (integer or index name)")
 
     def affine(self) -> Affine:
-        total = -self.affine_term() if self.accept("-") else self.affine_term()
-        while self.at("+") or self.at("-"):
-            sign = self.advance().text
+        """``term (('+' | '-') term)*``; the sum's coefficients and constant must fit 64 bits."""
+        start = self.tok
+        terms: dict[str, int] = {}
+        const = 0
+        sign = -1 if self.accept("-") else 1
+        while True:
             term = self.affine_term()
-            total = total + term if sign == "+" else total - term
-        return total
+            const += sign * term.const
+            for n, k in term.terms:
+                terms[n] = terms.get(n, 0) + sign * k
+            if not (self.at("+") or self.at("-")):
+                break
+            sign = 1 if self.advance().text == "+" else -1
+        if not fits_int(const) or not all(fits_int(k) for k in terms.values()):
+            self.fail("this affine's coefficients or constant do not fit in 64 bits", start)
+        return Affine.from_dict(terms, const)
 
     def location(self) -> Location:
         if not self.accept("<"):
@@ -295,12 +323,16 @@ class Parser:
         strides = self.ints()
         if len(sizes) != len(strides):
             self.fail(f"{len(sizes)} sizes but {len(strides)} strides", strides_tok)
+        shape = TensorShape(dtype, tuple(TensorDim(s, t) for s, t in zip(sizes, strides)))
+        if not fits_int(shape.byte_size) or not fits_int(shape.elem_count):
+            self.fail("this shape's element count or byte size does not fit in 64 bits",
+                      strides_tok)
         if self.accept(":"):  # derived byte size: ignored
             self.int_("a byte size")
             if self.tok.kind != "name" or self.tok.text not in _UNITS:
                 self.fail("expected a byte unit (B, KiB, MiB, GiB)")
             self.advance()
-        return TensorShape(dtype, tuple(TensorDim(s, t) for s, t in zip(sizes, strides)))
+        return shape
 
     def ref_names(self, is_alloc: bool) -> tuple[str, str]:
         """``into`` and ``from_``: ``new X`` (allocation), ``X`` (view of X), ``X = Y``."""

@@ -32,6 +32,9 @@ DEFAULT_MAX_BYTES = 16 * 2**30
 # Nesting depth of one Tile expression (see docs/limits.md for what counts as a level).
 MAX_EXPR_DEPTH = 10_000
 
+# Nesting depth of IR blocks (the root is depth 1): parse_ir, verify and interpret refuse more.
+MAX_BLOCK_DEPTH = 100
+
 _UNITS = {"": 1, "B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40,
           "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _BYTES_RE = re.compile(r"\s*([0-9]{1,19})\s*([A-Za-z]*)\s*")
@@ -94,8 +97,8 @@ def check_bytes(nbytes: int, what: str) -> None:
     """LimitError when ``nbytes`` exceeds :func:`max_bytes`."""
     limit = max_bytes()
     if nbytes > limit:
-        raise LimitError(f"{what} take {nbytes} bytes ({_human(nbytes)}), more than the limit "
-                         f"of {limit} bytes ({_human(limit)}; set STRIPE_MAX_BYTES to raise it)")
+        raise LimitError(f"{what}: {nbytes} bytes ({_human(nbytes)}), more than the limit of "
+                         f"{limit} bytes ({_human(limit)}; set STRIPE_MAX_BYTES to raise it)")
 
 
 def _allocations(block: Block) -> Iterator[tuple[str, int]]:
@@ -126,6 +129,60 @@ def check_program_bytes(block: Block) -> None:
                            f"{name!r}, {_human(n)})")
 
 
+def ir_limit_problem(block: Block, *, ints: bool = True) -> tuple[str, str] | None:
+    """The first way ``block`` exceeds a limit on IR, as (block path, message), or None:
+    blocks nested deeper than MAX_BLOCK_DEPTH or (with ``ints``) an integer beyond 64 bits
+    (an index range, the product of a block's ranges, an affine's coefficient or constant,
+    a size, stride, element count, byte size or offset, a constant's value). Iterative, so
+    any depth is safe to check."""
+    stack: list[tuple[Block, str, int]] = [(block, block.name or "#0", 1)]
+    while stack:
+        b, path, depth = stack.pop()
+        if depth > MAX_BLOCK_DEPTH:
+            return path, f"blocks nest deeper than {MAX_BLOCK_DEPTH}"
+        problem = _block_int_problem(b) if ints else None
+        if problem is not None:
+            return path, problem
+        for k, s in enumerate(b.stmts):
+            if hasattr(s, "stmts"):
+                stack.append((s, f"{path}/{s.name or f'#{k}'}", depth + 1))
+    return None
+
+
+def _wide(values: Iterable[int]) -> bool:
+    return not all(type(v) is bool or isinstance(v, int) and INT_MIN <= v <= INT_MAX
+                   for v in values)
+
+
+def _affine_ints(a: object) -> list[int]:
+    return [a.const, *(k for _, k in a.terms)]  # type: ignore[attr-defined]
+
+
+def _block_int_problem(b: Block) -> str | None:
+    points = 1
+    for i in b.idxs:
+        points *= max(int(i.range), 1)
+        if _wide([i.range, points, *_affine_ints(i.affine)]):
+            return f"index '{i.name}' (range {i.range}, {i.affine}) or the product of the " \
+                   "ranges does not fit in 64 bits"
+    if any(_wide(_affine_ints(c)) for c in b.constraints):
+        return "a constraint does not fit in 64 bits"
+    for r in b.refs:
+        ints = [*r.shape.sizes, *r.shape.strides, r.offset, *_affine_ints(r.location.bank),
+                *(k for a in r.access for k in _affine_ints(a))]
+        if _wide(ints) or _wide([r.shape.elem_count, r.shape.byte_size]):
+            return f"refinement '{r.into}': a size, stride, access, offset or its byte " \
+                   "size does not fit in 64 bits"
+    for s in b.stmts:
+        value = getattr(s, "value", None)
+        if isinstance(value, int) and _wide([value]):
+            return f"constant '{s.name}' = {str(value)[:40]} does not fit in 64 bits"  # type: ignore[attr-defined]
+        affine = getattr(s, "from_", None)
+        if hasattr(affine, "terms") and _wide(_affine_ints(affine)):
+            return f"index({affine}) does not fit in 64 bits"
+    return None
+
+
 def check_depth(depth: int, what: str, line: int, column: int) -> None:
     """TileLimitError at ``line``/``column`` when ``depth`` exceeds :data:`MAX_EXPR_DEPTH`."""
     if depth > MAX_EXPR_DEPTH:
@@ -134,6 +191,6 @@ def check_depth(depth: int, what: str, line: int, column: int) -> None:
                              line, column)
 
 
-__all__ = ["DEFAULT_MAX_BYTES", "INT_MAX", "INT_MIN", "MAX_EXPR_DEPTH", "TileLimitError",
-           "check_bytes", "check_depth", "check_int", "check_product", "check_program_bytes",
-           "fits_int", "max_bytes", "program_bytes"]
+__all__ = ["DEFAULT_MAX_BYTES", "INT_MAX", "INT_MIN", "MAX_BLOCK_DEPTH", "MAX_EXPR_DEPTH",
+           "TileLimitError", "check_bytes", "check_depth", "check_int", "check_product",
+           "check_program_bytes", "fits_int", "ir_limit_problem", "max_bytes", "program_bytes"]

@@ -34,6 +34,10 @@ allocation and the fresh block) store into disjoint elements (isl:
 :func:`stripe.poly.fresh_instances_disjoint`), since each instance starts its elements
 anew.
 
+Limits (docs/limits.md): blocks nest at most ``MAX_BLOCK_DEPTH`` deep; every index range
+(and their product per block), affine coefficient and constant, size, stride, element count,
+byte size, offset and integer constant fits 64 bits.
+
 Speed: name checks are memoised per (subtree, parent context) and bounds checks per
 (levels, refinement chain), so re-verifying after a pass only re-checks what changed;
 bounds first try interval arithmetic over the index ranges and call isl only when that
@@ -64,6 +68,7 @@ from .ir import (
     Statement,
     Store,
 )
+from .limits import fits_int, ir_limit_problem
 from .poly import Level, NestedDomain, access_sum, fresh_instances_disjoint, nested_domain_of
 
 _MEMO = 1 << 14
@@ -71,6 +76,11 @@ _MEMO = 1 << 14
 
 def verify(block: Block) -> None:
     """Raise :class:`VerifyError` naming the block path if ``block`` is not valid IR."""
+    if not isinstance(block, Block):
+        raise VerifyError(f"verify expects a Block, got {type(block).__name__}")
+    too_deep = ir_limit_problem(block, ints=False)  # the checks below recurse per level
+    if too_deep is not None:
+        raise VerifyError(too_deep[1], too_deep[0])
     problem = _subtree_problem(block, None)
     if problem is not None:
         labels, message = problem
@@ -122,14 +132,26 @@ def _unknown(a: Affine, names: frozenset[str] | set[str]) -> str | None:
     return next((v for v in a.vars() if v not in names), None)
 
 
+def _wide(a: Affine) -> bool:
+    """True when a coefficient or the constant of ``a`` does not fit 64 bits."""
+    return not fits_int(a.const) or not all(fits_int(k) for _, k in a.terms)
+
+
 def _index_problems(block: Block, parent: _Parent | None) -> Iterator[str]:
     seen: set[str] = set()
+    points = 1
     for idx in block.idxs:
         if idx.name in seen:
             yield f"index '{idx.name}' declared twice"
         seen.add(idx.name)
         if idx.range < 1:
             yield f"index '{idx.name}' has range {idx.range} (must be >= 1)"
+        points *= max(idx.range, 1)
+        if not fits_int(points):
+            yield f"the index ranges up to '{idx.name}' multiply past 64 bits"
+            return
+        if _wide(idx.affine):
+            yield f"passed-in index '{idx.name} = {idx.affine}' does not fit in 64 bits"
         if idx.is_passed_in:
             bad = _unknown(idx.affine, parent.idx_names if parent else frozenset())
             if bad is not None:
@@ -141,6 +163,8 @@ def _index_problems(block: Block, parent: _Parent | None) -> Iterator[str]:
         bad = _unknown(c, names)
         if bad is not None:
             yield f"constraint '{c} >= 0' uses '{bad}', which is not an index of this block"
+        if _wide(c):
+            yield f"constraint '{c} >= 0' does not fit in 64 bits"
 
 
 def _ref_problems(block: Block, parent: _Parent | None) -> Iterator[str]:
@@ -178,6 +202,12 @@ def _shape_problems(block: Block, r: Refinement) -> Iterator[str]:
         if stride < 0:
             # Layouts are non-negative; a reversed traversal is written in the access affine.
             yield f"refinement '{r.into}' has negative stride {stride} in dimension {d}"
+    if not (fits_int(r.shape.elem_count) and fits_int(r.shape.byte_size)
+            and fits_int(r.offset) and not _wide(r.location.bank)):
+        yield (f"refinement '{r.into}': its element count, byte size, offset or bank does "
+               "not fit in 64 bits")
+    if any(_wide(a) for a in r.access):
+        yield f"an access of refinement '{r.into}' does not fit in 64 bits"
     if r.is_alloc:
         if r.access and (len(r.access) != r.shape.rank or any(not a.is_zero for a in r.access)):
             yield f"allocation '{r.into}' has a non-zero access"
@@ -242,8 +272,11 @@ def _one_stmt_problems(block: Block, s: Statement, scalars: _Scalars) -> Iterato
         bad = _unknown(s.from_, frozenset(block.idx_names))
         if bad is not None:
             yield f"index({s.from_}) uses '{bad}', which is not an index of this block"
+        if _wide(s.from_):
+            yield f"index({s.from_}) does not fit in 64 bits"
         yield from scalars.define(s.into)
     elif isinstance(s, Constant):
+        yield from _constant_problems(s)
         yield from scalars.define(s.name)
     elif isinstance(s, Intrinsic):
         yield from _intrinsic_problems(s, scalars)
@@ -251,6 +284,14 @@ def _one_stmt_problems(block: Block, s: Statement, scalars: _Scalars) -> Iterato
         yield from _special_problems(block, s)
     elif not isinstance(s, Block):
         yield f"unknown statement {type(s).__name__}"
+
+
+def _constant_problems(s: Constant) -> Iterator[str]:
+    value = s.value
+    if not isinstance(value, (bool, int, float)):
+        yield f"constant '{s.name}' has the non-numeric value {str(value)[:40]!r}"
+    elif isinstance(value, int) and not isinstance(value, bool) and not fits_int(value):
+        yield f"constant '{s.name}' = {str(value)[:40]} does not fit in 64 bits"
 
 
 def _ref_use(block: Block, name: str, what: str, *, write: bool) -> Iterator[str]:

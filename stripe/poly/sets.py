@@ -75,6 +75,17 @@ def _positions(space: Space, aff: bool) -> dict[str, tuple[isl.dim_type, int]]:
     return pos
 
 
+_SI_MIN, _SI_MAX = -(2**63), 2**63 - 1
+
+
+def _val(k: int) -> int | isl.Val:
+    """``k`` as islpy takes it: a machine integer as is, a wider one as an isl Val (isl's
+    integers are exact at any width; islpy's conversion of Python ints stops at 64 bits)."""
+    if _SI_MIN <= k <= _SI_MAX:
+        return k
+    return isl.Val.read_from_str(CTX, str(int(k)))
+
+
 def build_set(space: Space, constraints: Sequence[Affine]) -> isl.Set:
     """The set of ``space`` where every ``constraint >= 0`` (unknown names raise KeyError)."""
     isp = _isl_space(space)
@@ -84,8 +95,8 @@ def build_set(space: Space, constraints: Sequence[Affine]) -> isl.Set:
     for a in constraints:
         c = isl.Constraint.inequality_alloc(local)
         for n, k in a.terms:
-            c = c.set_coefficient_val(*pos[n], k)
-        bset = bset.add_constraint(c.set_constant_val(a.const))
+            c = c.set_coefficient_val(*pos[n], _val(k))
+        bset = bset.add_constraint(c.set_constant_val(_val(a.const)))
     return isl.Set.from_basic_set(bset)
 
 
@@ -93,8 +104,8 @@ def _build_aff(space: Space, a: Affine) -> isl.Aff:
     aff = isl.Aff.zero_on_domain(isl.LocalSpace.from_space(_isl_space(space)))
     pos = _positions(space, True)
     for n, k in a.terms:
-        aff = aff.set_coefficient_val(*pos[n], k)
-    return aff.set_constant_val(a.const)
+        aff = aff.set_coefficient_val(*pos[n], _val(k))
+    return aff.set_constant_val(_val(a.const))
 
 
 def make_set(space: Space, constraints: Sequence[Affine],
