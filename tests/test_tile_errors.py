@@ -173,3 +173,178 @@ def test_any_shape_input_binds_no_dimensions():
     # without dimension names the rank still comes from the array
     prog = stripe.lower("function (A) -> (B) { B = A * 2.0; }", {"A": ((2, 5), "float32")})
     assert prog.ref("B").shape.sizes == (2, 5)
+
+
+# limits: deep expressions, 64-bit integers, memory (docs/limits.md) ---------------------------
+
+F4 = {"A": ((4,), "float32")}
+
+
+def _run(source: str, inputs: dict, arrays: dict) -> dict:
+    return stripe.interpret(stripe.lower(source, inputs), arrays)
+
+
+def test_a_10000_term_sum_lowers():
+    n = 10_000
+    src = "function (A, B) -> (C) { C = " + " + ".join(["A", "B"] * (n // 2)) + "; }"
+    prog = stripe.lower(src, {"A": ((3,), "float32"), "B": ((3,), "float32")})
+    (kernel,) = prog.stmts[0].stmts
+    assert sum(type(s).__name__ == "Intrinsic" for s in kernel.stmts) == n - 1
+
+
+def test_long_chains_compute_the_right_values():
+    a = np.arange(4, dtype=np.float32)
+    chains = {
+        "sum": " + ".join(["A"] * 2000),
+        "ternaries": "A > 100.0 ? A : " * 1000 + "A * 2000.0",
+        "left-nested calls": "max(" * 1000 + "A" + ", A)" * 1000 + " * 2000.0",
+    }
+    for what, expr in chains.items():
+        out = _run(f"function (A) -> (C) {{ C = {expr}; }}", F4, {"A": a})
+        np.testing.assert_allclose(out["C"], a * 2000, err_msg=what)
+
+
+@pytest.mark.parametrize("wrap, expect", [
+    (("-", ""), lambda a, n: a * (-1) ** n),
+    (("(", ")"), lambda a, n: a),
+    (("abs(", ")"), lambda a, n: np.abs(a)),
+    (("(A + ", ")"), lambda a, n: a * (n + 1)),
+    (("A > 1.0 ? ", " : A"), lambda a, n: a),
+])
+def test_1000_deep_nesting_computes_the_right_values(wrap, expect):
+    n = 1000
+    a = np.array([-1.5, 0.0, 2.0, 3.0], np.float32)
+    expr = wrap[0] * n + "A" + wrap[1] * n
+    out = _run(f"function (A) -> (C) {{ C = {expr}; }}", F4, {"A": a})
+    np.testing.assert_allclose(out["C"], expect(a, n))
+
+
+def test_long_index_and_size_polynomials():
+    n = 1500
+    index = " + ".join(["i"] + ["1 - 1"] * n)
+    size = " + ".join(["N"] + ["0"] * n)
+    src = f"function (A[N]) -> (C) {{ C[{index} : {size}] = +(A[i]); }}"
+    a = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(_run(src, {"A": ((4,), "float32")}, {"A": a})["C"], a)
+
+
+def test_nesting_deeper_than_the_limit_is_a_located_error():
+    from stripe.limits import MAX_EXPR_DEPTH, TileLimitError
+
+    src = "function (A) -> (C) {\n  C = " + "-" * (MAX_EXPR_DEPTH + 1) + "A; }"
+    with pytest.raises(TileLimitError, match=f"nests deeper than {MAX_EXPR_DEPTH}") as info:
+        stripe.lower(src, F4)
+    assert (info.value.line, info.value.column) == (2, 7 + MAX_EXPR_DEPTH + 1)
+    assert isinstance(info.value, TileError) and isinstance(info.value, stripe.errors.LimitError)
+
+
+@pytest.mark.parametrize("template", [
+    "C = {0}A{1};",
+    "C[i : N] = +(A[{0}i{1}]);",
+])
+def test_the_depth_limit_is_exact(monkeypatch, template):
+    from stripe import limits
+
+    monkeypatch.setattr(limits, "MAX_EXPR_DEPTH", 20)
+    for depth, ok in ((20, True), (21, False)):
+        body = template.format("-(" * depth, ")" * depth)
+        src = f"function (A[N]) -> (C) {{ {body} }}"
+        if ok:
+            stripe.lower(src, F4)
+        else:
+            with pytest.raises(limits.TileLimitError, match="nests deeper than 20"):
+                stripe.lower(src, F4)
+
+
+I64 = {"A": ((3,), "int64")}
+TOO_BIG = [
+    # (source, inputs, message, line, column)
+    ("function (A) -> (C) { C = A + 9223372036854775808; }", I64,
+     "integer literal 9223372036854775808 (19 digits) does not fit in 64 bits (it must be "
+     "below 2**63)", 1, 31),
+    ("function (A) -> (C) { C = A + " + "7" * 5000 + "; }", I64,
+     "integer literal 7777777777...777777 (5000 digits) does not fit in 64 bits (it must be "
+     "below 2**63)", 1, 31),
+    ("function (A) -> (C) { C = A + 4611686018427387904 * 2; }", I64,
+     "this constant expression overflows 64-bit integers (9223372036854775808)", 1, 51),
+    ("function (A) -> (C) { C = A + (1 << 63); }", I64,
+     "this constant expression overflows 64-bit integers (9223372036854775808)", 1, 34),
+    ("function (A) -> (C) { C = A + -(-9223372036854775807 - 1); }", I64,
+     "this constant expression overflows 64-bit integers (9223372036854775808)", 1, 31),
+    ("function (A[N]) -> (C) { C[i : 4611686018427387904 * 2] = +(A[i]); }", I64,
+     "an output size overflows 64-bit integers", 1, 52),
+    ("function (A[N]) -> (C) { C[i : N] = +(A[i + 9223372036854775807 + 1]); }", I64,
+     "an index expression overflows 64-bit integers", 1, 65),
+    ("function (A[N]) -> (C) { C[i, j : 4294967296, 4294967296] = +(A[i]), j < 2; }", I64,
+     "the element count of C (4294967296, 4294967296) does not fit in 64 bits (|value| must "
+     "be below 2**63)", 1, 26),
+    ("function (A[N]) -> (C) { C[i, j, k : 0, 4294967296, 4294967296] = +(A[i]), j < 2, "
+     "k < 2; }", I64,
+     "the element count of C (0, 4294967296, 4294967296) does not fit in 64 bits (|value| "
+     "must be below 2**63)", 1, 26),
+    ("function (A) -> (C) { C = A; }", {"A": ((2**63,), "int8")},
+     "size 0 of A does not fit in 64 bits (|value| must be below 2**63)", 1, 11),
+    ("function (A[N]) -> (C) { C = reshape(A, 0, 4294967296, 4294967296); }",
+     {"A": ((0,), "int64")}, "the element count of C (0, 4294967296, 4294967296) does not fit "
+     "in 64 bits (|value| must be below 2**63)", 1, 26),
+]
+
+
+@pytest.mark.parametrize("source, inputs, message, line, column", TOO_BIG,
+                         ids=[c[2][:50] for c in TOO_BIG])
+def test_integers_beyond_64_bits_are_located_errors(source, inputs, message, line, column):
+    from stripe.limits import TileLimitError
+
+    with pytest.raises(TileLimitError) as info:
+        stripe.lower(source, inputs)
+    assert info.value.bare_message == message
+    assert (info.value.line, info.value.column) == (line, column)
+
+
+def test_the_largest_64_bit_integers_are_accepted():
+    src = ("function (A) -> (C, D) { C = A + 9223372036854775807; "
+           "D = A + (-9223372036854775807 - 1); }")
+    out = _run(src, I64, {"A": np.zeros(3, np.int64)})
+    assert out["C"][0] == 2**63 - 1 and out["D"][0] == -(2**63)
+
+
+def test_float_folding_overflows_to_ieee_values():
+    src = ("function (A) -> (C, D, E, F) { C = A + floor(1e309); D = A + ceil(-1e309); "
+           "E = A + 1e309 % 2.0; F = A + min(0.0 * 1e309, 1.0); }")
+    out = _run(src, F4, {"A": np.zeros(4, np.float32)})
+    assert np.all(out["C"] == np.inf) and np.all(out["D"] == -np.inf)
+    assert np.all(np.isnan(out["E"])) and np.all(np.isnan(out["F"]))
+
+
+def test_a_program_beyond_the_memory_limit_is_refused_at_lowering():
+    from stripe.limits import TileLimitError
+
+    src = ("function (A[N]) -> (C) {\n"
+           "  C[i, j : 100000, 100000] = +(A[j]), i < 100000;\n}")
+    with pytest.raises(TileLimitError) as info:
+        stripe.lower(src, {"A": ((100000,), "float32")})
+    assert "tensor C (100000, 100000) of float32: 40000000000 bytes (37.3 GiB)" in str(info.value)
+    assert "STRIPE_MAX_BYTES" in str(info.value)
+    assert (info.value.line, info.value.column) == (2, 3)
+
+
+def test_the_memory_limit_counts_inputs_outputs_and_temporaries(monkeypatch):
+    from stripe.limits import TileLimitError
+
+    monkeypatch.setenv("STRIPE_MAX_BYTES", "1000")
+    src = "function (A) -> (C) {\n  T = A + 1.0;\n  U = T * 2.0;\n  C = U - A;\n}"
+    inputs = {"A": ((100,), "float32")}  # 400 bytes each
+    with pytest.raises(TileLimitError, match="1200 bytes") as info:
+        stripe.lower(src, inputs)
+    assert info.value.line == 3
+    monkeypatch.setenv("STRIPE_MAX_BYTES", "1600")
+    stripe.lower(src, inputs)
+    monkeypatch.setenv("STRIPE_MAX_BYTES", "1599")
+    with pytest.raises(TileLimitError, match="1600 bytes") as info:
+        stripe.lower(src, inputs)
+    assert info.value.line == 4
+
+
+def test_shapes_must_be_integers():
+    with pytest.raises(TileError, match=r"input A: shape must be a sequence of integers"):
+        stripe.lower("function (A) -> (B) { B = A; }", {"A": ((2.5,), "float32")})
