@@ -38,6 +38,7 @@ from __future__ import annotations
 import importlib.resources
 import os
 import posixpath
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,7 @@ import yaml
 from .cflags import VALID_CFLAGS, cflag_ok, cflag_problem
 from .target import Compute, Memory, Target
 from .yamlread import (
+    MAX_FILE_BYTES,
     SIZE_UNITS,
     TOP,
     ConfigError,
@@ -55,6 +57,7 @@ from .yamlread import (
     build_dataclass,
     check_option_type,
     convert,
+    excerpt,
     type_name,
 )
 
@@ -71,6 +74,10 @@ COMPUTE_ZERO_OK = ("prefetch_ahead", "copy_prefetch", "kernel_prefetch", "prefet
 COMPUTE_MAXIMUM = {"kernel_unroll": MAX_KERNEL_UNROLL, "kernel_chains": 64, "prefetch_writes": 1,
                    "lane_chains": 16}
 PASS_KEYS = ("after", "before", "name", "options", "type")
+MAX_EXTENDS = 32
+"""The longest ``extends`` chain: a config and at most this many parents."""
+SPECIAL_DIRS = ("/proc", "/sys", "/dev")
+"""Folders whose files are never read as configs (kernel and device files)."""
 
 
 # the loaded configuration --------------------------------------------------------------------
@@ -150,10 +157,78 @@ class _Source:
     rel: str = ""
     file: Path | None = None
 
-    def read(self) -> str:
-        if self.file is not None:
-            return self.file.read_text()
-        return _package_file(self.rel).read_text()
+    @property
+    def key(self) -> str:
+        """The file's identity for finding cycles: the package path or the real path."""
+        if self.file is None:
+            return f"<package>/{self.rel}"
+        try:
+            return os.path.realpath(self.file)
+        except ValueError:  # not encodable: reading it fails with a ConfigError
+            return str(self.file)
+
+    def read(self, where: tuple[str, int | None]) -> bytes:
+        """The file's bytes, at most one more than the size limit. A file on disk must be a
+        regular file outside ``/proc``, ``/sys`` and ``/dev`` (checked with ``os.stat``
+        before it is opened, and again on the open file, so that a FIFO never blocks);
+        otherwise ConfigError at ``where``."""
+        if self.file is None:
+            return _package_file(self.rel).read_bytes()
+        return _read_regular_file(self.file, where)
+
+
+def _read_regular_file(path: Path, where: tuple[str, int | None]) -> bytes:
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"config file '{path}' {why}", *where)
+
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(path)
+    except (OSError, ValueError) as e:  # ValueError: a path the file system cannot encode
+        raise refuse(_os_problem(e)) from None
+    for folder in SPECIAL_DIRS:
+        if real == folder or real.startswith(folder + os.sep):
+            raise refuse(f"is under {folder}: kernel and device files are not configs")
+    if not stat.S_ISREG(st.st_mode):
+        raise refuse(f"is {_file_kind(st.st_mode)}, not a regular file")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise refuse(_os_problem(e)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since the stat above
+            raise refuse("is not a regular file")
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise refuse(_os_problem(e)) from None
+    finally:
+        os.close(fd)
+
+
+def _os_problem(e: OSError | ValueError) -> str:
+    """An OSError as the end of a message, without the path it carries."""
+    if isinstance(e, FileNotFoundError):
+        return "does not exist"
+    if isinstance(e, OSError):
+        return f"cannot be read ({e.strerror or type(e).__name__})"
+    return "is not a valid path"
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return "a special file"
 
 
 def _package_root() -> Traversable:
@@ -189,29 +264,44 @@ def _packaged_source(name: str, rel: str) -> _Source:
 
 
 def _locate(ref: str, base: _Source | None, where: tuple[str, int | None]) -> _Source:
-    """A config by shipped name, or by path (relative to ``base`` for ``extends``)."""
+    """A config by shipped name, or by path: for ``load_config`` (``base`` None) any path,
+    relative to the working directory; for ``extends`` a path ending in ``.yaml`` or
+    ``.yml``, relative to the folder of the extending file ``base`` (inside the package for
+    a shipped config)."""
     packaged = _packaged()
     if ref in packaged:
         return _packaged_source(ref, packaged[ref])
-    if base is not None and base.rel:
+    if "\0" in ref:
+        raise ConfigError("a config path cannot hold a NUL character", *where)
+    if base is None:
+        if Path(ref).suffix in (".yaml", ".yml") or os.sep in ref or "/" in ref:
+            return _Source(ref, Path(ref).stem, file=Path(ref))
+        raise ConfigError(f"unknown config '{excerpt(ref)}' (not a shipped config, not a "
+                          f".yaml path)", *where, choices=list(packaged), kind="configs")
+    if posixpath.splitext(ref)[1] not in (".yaml", ".yml"):
+        raise ConfigError(f"unknown config '{excerpt(ref)}' (not a shipped config, not a path "
+                          f"ending in .yaml or .yml)", *where, choices=list(packaged),
+                          kind="configs")
+    if base.file is None:  # a shipped config extends another shipped file only
         rel = posixpath.normpath(posixpath.join(posixpath.dirname(base.rel), ref))
         by_rel = {r: n for n, r in packaged.items()}
         if rel in by_rel:
             return _packaged_source(by_rel[rel], rel)
-    path = Path(ref) if base is None or base.file is None else base.file.parent / ref
-    if path.suffix in (".yaml", ".yml") or os.sep in ref or "/" in ref:
-        if path.is_file():
-            return _Source(str(path), path.stem, file=path)
-        raise ConfigError(f"config file '{path}' does not exist", *where)
-    raise ConfigError(f"unknown config '{ref}' (not a shipped config, not a .yaml path)",
-                      *where, choices=list(packaged), kind="configs")
+        raise ConfigError(f"extends '{excerpt(ref)}' names no shipped config file", *where,
+                          choices=list(packaged), kind="configs")
+    path = Path(os.path.normpath(base.file.parent / ref))
+    return _Source(str(path), path.stem, file=path)
 
 
 def read_config(target: str | os.PathLike[str]) -> Config:
     """Read, merge (``extends``) and validate a config by shipped name or file path, all but
     its passes' types and options: its entries hold :class:`RawOptions`."""
-    source = _locate(os.fspath(target), None, ("", None))
-    return _load_draft(source, ()).build(source)
+    ref = os.fspath(target) if isinstance(target, (str, os.PathLike)) else None
+    if not isinstance(ref, str):
+        raise TypeError(f"target must be a config name or a path (str or os.PathLike[str]), "
+                        f"got {type(target).__name__}")
+    source = _locate(ref, None, ("", None))
+    return _load_draft(source, (), (source.display, None)).build(source)
 
 
 def load_config(target: str | os.PathLike[str]) -> Config:
@@ -255,19 +345,28 @@ class _Draft:
         return Config(source.name, target, passes, source.display, self.extends)
 
 
-def _load_draft(source: _Source, chain: tuple[str, ...]) -> _Draft:
+def _load_draft(source: _Source, chain: tuple[_Source, ...],
+                where: tuple[str, int | None]) -> _Draft:
+    """The merged draft of ``source`` and its parents; ``chain`` holds the files that extend
+    it, ``where`` the place of the reference to it (the ``extends`` key's file and line)."""
+    if source.key in {c.key for c in chain}:
+        raise ConfigError("extends cycle: " + " -> ".join(c.display for c in chain + (source,)),
+                          *where)
+    if len(chain) > MAX_EXTENDS:
+        raise ConfigError(f"extends chain longer than {MAX_EXTENDS} files: "
+                          + " -> ".join(c.display for c in chain + (source,)), *where)
     f = YamlFile(source.display)
-    if source.display in chain:
-        raise ConfigError("extends cycle: " + " -> ".join(chain + (source.display,)))
-    root = f.compose(source.read())
+    root = f.compose(f.decode(source.read(where)))
     if root is None:
         raise f.error(None, "the config is empty (it needs at least 'target')")
+    _check_is_config(f, root)
     top = f.mapping(root, TOP, CONFIG_KEYS, required=("target",))
     draft = _Draft()
     if "extends" in top:
         node = top["extends"]
-        parent = _locate(f.string(node, "extends"), source, (f.path, node.start_mark.line + 1))
-        draft = _load_draft(parent, chain + (source.display,))
+        at = (f.path, node.start_mark.line + 1)
+        parent = _locate(f.string(node, "extends"), source, at)
+        draft = _load_draft(parent, chain + (source,), at)
         draft.extends = (parent.display,) + draft.extends
     draft.target = f.string(top["target"], "target")
     if "memories" in top:
@@ -286,22 +385,35 @@ def _load_draft(source: _Source, chain: tuple[str, ...]) -> _Draft:
     return draft
 
 
+def _check_is_config(f: YamlFile, root: yaml.Node) -> None:
+    """ConfigError, quoting nothing of the file, unless its top level is a mapping with at
+    least one config key: only then do messages quote (short) values of it."""
+    if not isinstance(root, yaml.MappingNode):
+        kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
+        raise f.error(root, f"not a config file: its top level is {kind}, not a mapping of "
+                      f"config keys")
+    keys = (k.value for k, _ in root.value if isinstance(k, yaml.ScalarNode))
+    if not any(k in CONFIG_KEYS for k in keys):
+        raise f.error(root, "not a config file: its top level has none of the config keys",
+                      CONFIG_KEYS, "keys")
+
+
 def _merge_memories(f: YamlFile, node: yaml.Node, draft: _Draft) -> None:
     seen: set[str] = set()
     for item in f.sequence(node, "memories"):
         keys = f.mapping(item, "a memory", MEMORY_KEYS, required=("name",))
         name = f.string(keys["name"], "memory name")
         if name in seen:
-            raise f.error(keys["name"], f"memory '{name}' is listed twice")
+            raise f.error(keys["name"], f"memory '{excerpt(name)}' is listed twice")
         seen.add(name)
         mem = draft.memories.setdefault(name, {"name": name})
         for key in ("size", "line"):
             if key in keys:
-                mem[key] = f.size(keys[key], f"{key} of memory '{name}'")
+                mem[key] = f.size(keys[key], f"{key} of memory '{excerpt(name)}'")
         if "banks" in keys:
-            mem["banks"] = f.integer(keys["banks"], f"banks of memory '{name}'")
+            mem["banks"] = f.integer(keys["banks"], f"banks of memory '{excerpt(name)}'")
         if "size" not in mem:
-            raise f.error(item, f"memory '{name}' needs the key 'size'")
+            raise f.error(item, f"memory '{excerpt(name)}' needs the key 'size'")
 
 
 def _cflags(f: YamlFile, node: yaml.Node) -> tuple[str, ...]:
@@ -310,7 +422,7 @@ def _cflags(f: YamlFile, node: yaml.Node) -> tuple[str, ...]:
         flag = f.string(item, "a cflag")
         problem = cflag_problem(flag)
         if problem is not None:
-            raise f.error(item, f"cflag '{flag}' {problem}", list(VALID_CFLAGS), "flags")
+            raise f.error(item, f"cflag '{excerpt(flag)}' {problem}", list(VALID_CFLAGS), "flags")
         flags.append(flag)
     return tuple(flags)
 
@@ -323,11 +435,11 @@ def _merge_pass(f: YamlFile, item: yaml.Node, passes: list[_PassDraft], seen: se
     name = f.string(keys["name"], "pass name") if "name" in keys else given
     old = next((p for p in passes if p.name == name), None)
     line = item.start_mark.line + 1
-    if given is not None and old is not None and old.type != given:
-        raise f.error(keys["type"], f"pass '{name}' is a {old.type} in {old.path}; an "
-                      f"override cannot change its type")
     if name is not None and name in seen:
-        raise f.error(item, f"pass name '{name}' is used twice; give one a 'name:'")
+        raise f.error(item, f"pass name '{excerpt(name)}' is used twice; give one a 'name:'")
+    if given is not None and old is not None and old.type and old.type != given:
+        raise f.error(keys["type"], f"pass '{excerpt(str(name))}' is a {old.type} in "
+                      f"{old.path}; an override cannot change its type")
     seen.add(name or "")
     if given is not None:
         ptype, type_line = given, keys["type"].start_mark.line + 1
@@ -340,7 +452,8 @@ def _merge_pass(f: YamlFile, item: yaml.Node, passes: list[_PassDraft], seen: se
                                   and f.scalar(keys["options"]) is None):
         value = f.value(keys["options"])
         if value.kind != "mapping":
-            raise value.error(f"the options of {name} must be a mapping, got {value.shown()}")
+            raise value.error(f"the options of {excerpt(str(name))} must be a mapping, got "
+                              f"{value.shown()}")
         options.update({str(k.value): (k, v) for k, v in value.items})
     entry = _PassDraft(name or "", ptype, options, f.path, line, type_line)
     _place(f, keys, passes, old, entry)
@@ -360,7 +473,7 @@ def _place(f: YamlFile, keys: dict[str, yaml.Node], passes: list[_PassDraft],
         anchor = f.string(anchor_node, where[0])
         names = [p.name for p in passes]
         if anchor not in names:
-            raise f.error(anchor_node, f"'{where[0]}: {anchor}' names no earlier pass",
+            raise f.error(anchor_node, f"'{where[0]}: {excerpt(anchor)}' names no earlier pass",
                           names, "pass names")
         pos = names.index(anchor) + (1 if where[0] == "after" else 0)
     passes.insert(pos, entry)

@@ -6,11 +6,19 @@ file and the line; :class:`YamlValue` keeps a value with its place until its typ
 and :func:`convert` reads it as an option type (``bool``, ``int``, ``float``, ``str``,
 ``Literal`` of strings, ``tuple[T, ...]``, ``T | None`` and frozen dataclasses of those,
 :func:`check_option_type`). The config schema and its merging are :mod:`stripe.config`.
+
+Reading is bounded (``docs/hwconfigs.md``, "Limits"): a file of at most
+:data:`MAX_FILE_BYTES` bytes of UTF-8 without NUL bytes, values nested at most
+:data:`MAX_NESTING` levels deep, at most :data:`MAX_VALUES` values once aliases are expanded,
+integers within 64 bits (:data:`stripe.limits.INT_MIN` .. :data:`stripe.limits.INT_MAX`) and
+floats finite. Messages quote a value of the file only as a short excerpt
+(:data:`MAX_SHOWN` characters).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 from collections.abc import Sequence
@@ -21,6 +29,19 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 
 from .errors import StripeError
+from .limits import INT_MAX, INT_MIN
+
+MAX_FILE_BYTES = 1 << 20
+"""The largest config file read, in bytes (1 MiB)."""
+MAX_NESTING = 32
+"""The deepest nesting of lists and mappings in a file (the top-level mapping is level 1)."""
+MAX_VALUES = 100_000
+"""The most values (scalars, lists and mappings, keys included) a file may hold once its
+aliases are expanded: an alias counts as a copy of what it refers to."""
+MAX_SHOWN = 40
+"""The most characters of a value a message quotes."""
+INT_RANGE = f"{INT_MIN} .. {INT_MAX}"
+"""The integers a file may hold (64-bit signed), as messages show them."""
 
 SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
@@ -67,12 +88,11 @@ class YamlValue:
         """How the value reads in a message."""
         if self.kind != "scalar":
             return f"a {self.kind}"
-        return "null" if self.value is None else f"{type(self.value).__name__} {self.value!r}"
+        return _shown(self.value)
 
 
 # YAML nodes with their lines -----------------------------------------------------------------
 
-_CONSTRUCTOR = SafeConstructor()
 # libyaml's parser when PyYAML was built with it (the same nodes and line marks, several times
 # faster: parsing the shipped configs in pure Python would be most of a warm compile)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -85,19 +105,76 @@ class YamlFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        # one per file: a constructor caches every node it has built
+        self._constructor = SafeConstructor()
 
     def error(self, node: yaml.Node | None, message: str, choices: Sequence[str] = (),
               kind: str = "choices") -> ConfigError:
         line = node.start_mark.line + 1 if node is not None else None
         return ConfigError(message, self.path, line, choices, kind)
 
-    def compose(self, text: str) -> yaml.Node | None:
+    def decode(self, data: bytes) -> str:
+        """The text of a file's bytes: ConfigError (with the line of the offending byte)
+        when it is larger than :data:`MAX_FILE_BYTES`, holds a NUL byte or is not UTF-8."""
+        if len(data) > MAX_FILE_BYTES:
+            raise ConfigError(f"the file is larger than the limit of {MAX_FILE_BYTES} bytes "
+                              f"({len(data)} bytes)", self.path)
+        nul = data.find(b"\0")
+        if nul >= 0:
+            raise ConfigError("the file holds a NUL byte (not a text file)", self.path,
+                              data.count(b"\n", 0, nul) + 1)
         try:
-            return yaml.compose(text, Loader=_LOADER)
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError("the file is not valid UTF-8", self.path,
+                              data.count(b"\n", 0, e.start) + 1) from None
+
+    def compose(self, text: str) -> yaml.Node | None:
+        """The YAML node tree of ``text``, checked against the nesting and size limits."""
+        try:
+            root = yaml.compose(text, Loader=_LOADER)
         except yaml.MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
             line = mark.line + 1 if mark is not None else None
-            raise ConfigError(f"YAML syntax error: {e.problem or e}", self.path, line) from e
+            raise ConfigError(f"YAML syntax error: {excerpt(str(e.problem or e), 100)}", self.path,
+                              line) from None
+        except yaml.reader.ReaderError as e:
+            line = text.count("\n", 0, e.position) + 1
+            code = e.character if isinstance(e.character, int) else ord(e.character)
+            raise ConfigError(f"YAML error: character #x{code:04x} is not allowed", self.path,
+                              line) from None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"YAML error: {excerpt(str(e), 100)}", self.path) from None
+        except RecursionError:  # only PyYAML's pure-Python composer recurses
+            raise ConfigError(f"values are nested more than {MAX_NESTING} levels deep",
+                              self.path, _deepest_line(text)) from None
+        if root is not None:
+            self._check_tree(root)
+        return root
+
+    def _check_tree(self, root: yaml.Node) -> None:
+        """ConfigError when the tree nests deeper than :data:`MAX_NESTING` or holds more than
+        :data:`MAX_VALUES` values with its aliases expanded (an alias to an enclosing node
+        nests without end). Iterative, and stops at the first excess."""
+        stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+        count = 0
+        while stack:
+            node, depth = stack.pop()
+            count += 1
+            if count > MAX_VALUES:
+                raise self.error(node, f"the file holds more than {MAX_VALUES} values with its "
+                                 f"aliases expanded")
+            if isinstance(node, yaml.ScalarNode):
+                continue
+            if depth >= MAX_NESTING:
+                raise self.error(node, f"values are nested more than {MAX_NESTING} levels "
+                                 f"deep")
+            if isinstance(node, yaml.SequenceNode):
+                stack.extend((n, depth + 1) for n in node.value)
+            else:
+                for key, value in node.value:
+                    stack.append((key, depth + 1))
+                    stack.append((value, depth + 1))
 
     def mapping(self, node: yaml.Node, what: str, valid: Sequence[str],
                 required: Sequence[str] = ()) -> dict[str, yaml.Node]:
@@ -106,10 +183,13 @@ class YamlFile:
         out: dict[str, yaml.Node] = {}
         for key_node, value in node.value:
             key = self.scalar(key_node)
-            if not isinstance(key, str) or key not in valid:
-                where = f" in {what}" if what != TOP else ""
-                raise self.error(key_node, f"unknown key '{key}'{where}", sorted(valid),
-                                 "keys")
+            where = f" in {what}" if what != TOP else ""
+            if not isinstance(key, str):
+                raise self.error(key_node, f"a key{where} must be a string, got {_shown(key)}",
+                                 sorted(valid), "keys")
+            if key not in valid:
+                raise self.error(key_node, f"unknown key '{excerpt(key)}'{where}",
+                                 sorted(valid), "keys")
             if key in out:
                 raise self.error(key_node, f"duplicate key '{key}' in {what}")
             out[key] = value
@@ -124,13 +204,28 @@ class YamlFile:
         return list(node.value)
 
     def scalar(self, node: yaml.Node) -> object:
-        """A scalar node's value; a mapping or list node is returned as the node itself."""
+        """A scalar node's value; a mapping or list node is returned as the node itself. An
+        integer outside 64 bits, a non-finite float or a value no constructor reads raises
+        ConfigError."""
         if not isinstance(node, yaml.ScalarNode):
             return node
+        if node.tag == "tag:yaml.org,2002:merge":
+            raise self.error(node, "YAML merge keys ('<<') are not supported")
+        if node.tag == "tag:yaml.org,2002:int" and _too_many_digits(node.value):
+            raise self.error(node, "the integer is out of range", [INT_RANGE], "range")
         try:
-            return _CONSTRUCTOR.construct_object(node)
+            value = self._constructor.construct_object(node)
         except ConstructorError as e:
-            raise self.error(node, f"bad value: {e.problem}") from e
+            raise self.error(node, f"bad value: {excerpt(str(e.problem))}") from None
+        except (ValueError, TypeError, OverflowError) as e:  # !!int abc, a 30 February
+            raise self.error(node, f"bad value for the tag {excerpt(node.tag)}: "
+                             f"{excerpt(str(e), 80)}") from None
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not INT_MIN <= value <= INT_MAX:
+                raise self.error(node, "the integer is out of range", [INT_RANGE], "range")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise self.error(node, f"a number must be finite, got {value}")
+        return value
 
     def string(self, node: yaml.Node, what: str) -> str:
         value = self.scalar(node)
@@ -140,13 +235,16 @@ class YamlFile:
 
     def integer(self, node: yaml.Node, what: str, minimum: int = 1,
                 maximum: int | None = None) -> int:
+        """An integer from ``minimum`` to ``maximum`` (default: 64 bits); the message of a
+        value out of range gives the range."""
         value = self.scalar(node)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(node, f"{what} must be an integer, got {_shown(value)}")
-        if value < minimum:
-            raise self.error(node, f"{what} must be >= {minimum}, got {value}")
-        if maximum is not None and value > maximum:
-            raise self.error(node, f"{what} must be <= {maximum}, got {value}")
+        top = INT_MAX if maximum is None else maximum
+        if not minimum <= value <= top:
+            bound = f">= {minimum}" if value < minimum else f"<= {top}"
+            raise self.error(node, f"{what} must be {bound}, got {value}",
+                             [f"{minimum} .. {top}"], "range")
         return value
 
     def size(self, node: yaml.Node, what: str) -> int:
@@ -155,13 +253,17 @@ class YamlFile:
         if isinstance(value, str):
             m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", value)
             if m is None or (m.group(2) and m.group(2) not in SIZE_UNITS):
-                raise self.error(node, f"{what} '{value}' is not a size",
+                raise self.error(node, f"{what} '{excerpt(value)}' is not a size",
                                  ["<int>"] + [f"<int>{u}" for u in SIZE_UNITS], "sizes")
-            value = int(m.group(1)) * SIZE_UNITS.get(m.group(2), 1)
+            digits = m.group(1).lstrip("0")
+            value = (int(digits or "0") if len(digits) <= 19 else INT_MAX + 1) * SIZE_UNITS.get(
+                m.group(2), 1)
         elif isinstance(value, bool) or not isinstance(value, int):
             raise self.error(node, f"{what} must be a size like 32KiB, got {_shown(value)}")
-        if value < 1:
-            raise self.error(node, f"{what} must be at least 1 byte, got {value}")
+        if not 1 <= value <= INT_MAX:
+            got = f", got {value}" if value < 1 else ""
+            raise self.error(node, f"{what} must be from 1 to {INT_MAX} bytes{got}",
+                             [f"1 .. {INT_MAX}"], "range")
         return value
 
 
@@ -178,16 +280,56 @@ class YamlFile:
                 if key.kind != "scalar" or not isinstance(key.value, str):
                     raise key.error(f"a key must be a string, got {key.shown()}")
                 if key.value in seen:
-                    raise key.error(f"duplicate key '{key.value}'")
+                    raise key.error(f"duplicate key '{excerpt(key.value)}'")
                 seen.add(key.value)
             return YamlValue("mapping", items=pairs, path=self.path, line=line)
         return YamlValue("scalar", self.scalar(node), path=self.path, line=line)
 
 
 def _shown(value: object) -> str:
+    """How a value of the file reads in a message: its type, and a short excerpt."""
     if isinstance(value, yaml.Node):
         return "a mapping" if isinstance(value, yaml.MappingNode) else "a list"
-    return "null" if value is None else f"{type(value).__name__} {value!r}"
+    if value is None:
+        return "null"
+    return f"{type(value).__name__} {excerpt(repr(value))}"
+
+
+def excerpt(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` cut to ``limit`` characters (``...`` marks a cut) on one line."""
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _too_many_digits(text: str) -> bool:
+    """True when an integer written as ``text`` (YAML 1.1: decimal, ``0b``, ``0x``, octal
+    with a leading ``0``, or base 60 with ``:``) is surely beyond 64 bits: more than 64
+    significant digits in any base, or 12 or more base-60 parts (the first one is not 0).
+    Such text is not converted, since converting very long numbers takes quadratic time."""
+    digits = text.replace("_", "").lstrip("+-")
+    if ":" in digits:
+        parts = digits.split(":")
+        return len(parts) >= 12 or any(len(p) > 64 for p in parts)
+    for prefix in ("0b", "0x", "0o"):
+        digits = digits.removeprefix(prefix)
+    return len(digits.lstrip("0")) > 64
+
+
+def _deepest_line(text: str) -> int | None:
+    """The line where the YAML events of ``text`` first nest past :data:`MAX_NESTING`
+    (PyYAML's parser keeps a stack, not Python recursion)."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_LOADER):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_NESTING:
+                    return event.start_mark.line + 1
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        pass
+    return None
 
 
 # option types --------------------------------------------------------------------------------
@@ -275,7 +417,7 @@ def build_dataclass(cls: type, items: Sequence[tuple[YamlValue, YamlValue]], wha
     for key, value in items:
         name = str(key.value)
         if name not in names:
-            raise key.error(f"unknown key '{name}' in {what}", sorted(names), "keys")
+            raise key.error(f"unknown key '{excerpt(name)}' in {what}", sorted(names), "keys")
         kwargs[name] = convert(value, hints[name], value_what.format(key=name, what=what))
     for f in fields(cls):
         if f.name not in kwargs and f.default is MISSING and f.default_factory is MISSING:
@@ -293,6 +435,7 @@ def _at(where: YamlValue | ConfigError, message: str) -> ConfigError:
 
 
 __all__ = [
-    "SIZE_UNITS", "TOP", "ConfigError", "YamlFile", "YamlValue", "build_dataclass",
-    "check_option_type", "convert", "type_name",
+    "INT_RANGE", "MAX_FILE_BYTES", "MAX_NESTING", "MAX_SHOWN", "MAX_VALUES", "SIZE_UNITS",
+    "TOP", "ConfigError", "YamlFile", "YamlValue", "build_dataclass",
+    "check_option_type", "convert", "excerpt", "type_name",
 ]
