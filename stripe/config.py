@@ -8,7 +8,7 @@
 The schema (``docs/hwconfigs.md`` explains it with examples)::
 
     target: cpu_avx2                  # required, a name
-    extends: cpu_generic              # optional: a shipped config name or a relative path
+    extends: cpu_generic              # optional: a shipped config name or a .yaml path
     memories:                         # optional list, by name
       - {name: L1, size: 32KiB, line: 64, banks: 1}
     compute: {units: 8, vector_width: 32}
@@ -20,8 +20,8 @@ The schema (``docs/hwconfigs.md`` explains it with examples)::
         after: cleanup_early          # optional position (or before:), default: at the end
 
 Loading is strict: an unknown key, an unknown pass type, a value of the wrong type, a size
-that does not parse or a C flag outside the whitelist raises :class:`ConfigError` with the
-file, the line and the valid choices. This module reads the file and builds the target
+that does not parse or a C flag that :mod:`stripe.cflags` refuses raises :class:`ConfigError`
+with the file, the line and the valid choices. This module reads the file and builds the target
 (:mod:`stripe.target`); the pipeline builder of the pass layer
 (:func:`stripe.passes.manager.resolve`) checks the pass types and types the options, and
 :func:`load_config` does both. Option types may be frozen dataclasses (read from a mapping,
@@ -31,6 +31,12 @@ merges the parent first: memories are merged by ``name`` key by key, ``compute``
 key, ``cflags`` and ``target`` are replaced, and a pass entry whose ``name`` is already in
 the list overrides that entry's options key by key (its ``type`` may be omitted, and may
 not change); new names are appended, or placed by ``before:``/``after:``.
+
+Files are untrusted input: ``extends`` resolves a shipped name first, else a ``.yaml`` path
+relative to the extending file's folder; only regular files outside ``/proc``, ``/sys`` and
+``/dev`` are read (checked before opening), chains end at :data:`MAX_EXTENDS` parents, and a
+file that is not a mapping with a config key is refused without quoting it. The limits on
+the YAML itself are :mod:`stripe.yamlread`'s.
 """
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ class YamlFile:
                                  f"aliases expanded")
             if isinstance(node, yaml.ScalarNode):
                 continue
-            if depth >= MAX_NESTING:
+            if depth > MAX_NESTING:
                 raise self.error(node, f"values are nested more than {MAX_NESTING} levels "
                                  f"deep")
             if isinstance(node, yaml.SequenceNode):

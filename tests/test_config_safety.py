@@ -325,11 +325,15 @@ def test_deep_nesting(tmp_path: Path, depth: int, kind: str):
     assert f"more than {MAX_NESTING} levels" in str(e) or "maximum nesting depth" in str(e)
 
 
-def test_nesting_within_the_limit_reaches_the_pass(tmp_path: Path):
-    depth = MAX_NESTING - 6  # the top mapping, passes, the entry, options, stencils' list
-    path = write(tmp_path, _options("[" + "[" * depth + "]" * depth + "]"))
+def test_nesting_up_to_the_limit_reaches_the_pass(tmp_path: Path):
+    # levels: the top mapping, passes, the entry, options, then the stencils' lists
+    inner = MAX_NESTING - 4
+    path = write(tmp_path, _options("[" * inner + "]" * inner))
     e = refused(path, path, 5)
     assert "must be a mapping" in str(e)
+    path = write(tmp_path, _options("[" * (inner + 1) + "]" * (inner + 1)))
+    e = refused(path, path, 5)
+    assert f"more than {MAX_NESTING} levels" in str(e)
 
 
 def test_alias_expansion_is_bounded(tmp_path: Path):
