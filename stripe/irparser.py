@@ -254,14 +254,16 @@ class Parser:
         return value
 
     # affines ----------------------------------------------------------------------------------
-    def affine_term(self) -> Affine:
+    def affine_term(self, sign: int) -> Affine:
+        """``INT``, ``INT '*' name`` or ``name``, times ``sign`` (+1 or -1; applied to the
+        digits, so that ``-9223372036854775808`` is read as the 64-bit integer it is)."""
         if self.tok.kind == "int":
-            coeff = decode_int(self.advance())
+            coeff = decode_int(self.advance(), sign < 0)
             if not self.accept("*"):
                 return Affine((), coeff)
             return Affine(((self.name("an index name"), coeff),))
         if self.at_name():
-            return Affine(((self.name(), 1),))
+            return Affine(((self.name(), sign),))
         self.fail("expected an affine term (integer or index name)")
 
     def affine(self) -> Affine:
@@ -271,10 +273,10 @@ class Parser:
         const = 0
         sign = -1 if self.accept("-") else 1
         while True:
-            term = self.affine_term()
-            const += sign * term.const
+            term = self.affine_term(sign)
+            const += term.const
             for n, k in term.terms:
-                terms[n] = terms.get(n, 0) + sign * k
+                terms[n] = terms.get(n, 0) + k
             if not (self.at("+") or self.at("-")):
                 break
             sign = 1 if self.advance().text == "+" else -1

@@ -148,7 +148,8 @@ def _index_problems(block: Block, parent: _Parent | None) -> Iterator[str]:
             yield f"index '{idx.name}' has range {idx.range} (must be >= 1)"
         points *= max(idx.range, 1)
         if not fits_int(points):
-            yield f"the index ranges up to '{idx.name}' multiply past 64 bits"
+            yield (f"index '{idx.name}': the product of the ranges up to it does not fit in "
+                   "64 bits")
             return
         if _wide(idx.affine):
             yield f"passed-in index '{idx.name} = {idx.affine}' does not fit in 64 bits"
