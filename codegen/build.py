@@ -60,6 +60,11 @@ SANITIZERS = {"address": ("-fsanitize=address", "-fno-omit-frame-pointer"),
               "undefined": ("-fsanitize=undefined", "-fno-sanitize-recover=undefined")}
 
 
+# flags the link step also gets: UBSan's runtime is a dependency of the module (ASan's must be
+# preloaded instead, before anything else)
+_LINKED = ("-fsanitize=undefined",)
+
+
 def sanitizer_flags() -> tuple[str, ...]:
     """The flags ``STRIPE_SANITIZE`` asks for: one name of :data:`SANITIZERS` or several
     joined by commas (``address,undefined``); none when unset."""
@@ -244,6 +249,7 @@ _loaded: dict[str, ModuleType] = {}
 # this process loaded it (or failed to) is built under a new name, at a new path
 _by_path: dict[str, ModuleType | None] = {}
 _fresh = itertools.count(1)
+_load_errors: dict[str, str] = {}  # why the last load of an entry failed, for the message
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -286,7 +292,8 @@ def _load_cached(root: Path, name: str, runnable: bool) -> ModuleType | None:
         if str(path) in _by_path:  # loaded before: that module, or None if it failed
             return _by_path[str(path)]
         return _load(path.name[:-len(_suffix())], path)
-    except (OSError, ImportError):
+    except (OSError, ImportError) as e:
+        _load_errors[name] = str(e)
         return None  # rebuild
 
 
@@ -331,7 +338,8 @@ def build(source: str, flags: tuple[str, ...] = (), openmp: bool = False) -> Mod
                     _compile_into(name, module_name, source, all_flags, openmp, root)
                     found = _load_cached(root, name, not missing)
         if found is None:
-            raise StripeError(f"the module built for {name} in {root} cannot be loaded")
+            raise StripeError(f"the module built for {name} in {root} cannot be loaded: "
+                              f"{_load_errors.get(name, 'its file does not match its hash')}")
         return found
 
     module = _with_fallback(usable_cache_dir(), work)
@@ -420,7 +428,8 @@ def _compile_into(name: str, module_name: str, source: str, flags: tuple[str, ..
         ffi = cffi.FFI()
         ffi.cdef(CDEF)
         ffi.set_source(module_name, source, extra_compile_args=list(flags),
-                       extra_link_args=["-fopenmp"] if openmp else [], libraries=["m"])
+                       extra_link_args=(["-fopenmp"] if openmp else [])
+                       + [f for f in flags if f in _LINKED], libraries=["m"])
         build_count += 1
         log = os.environ.get(_BUILD_LOG)
         if log:
