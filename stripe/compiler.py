@@ -2,12 +2,21 @@
 
     prog = stripe.compile(source, inputs, target=None)
     outs = prog(**arrays)      # {output name: ndarray}
+    outs = prog.run(arrays, out={"C": c})   # outputs written into the caller's arrays
     prog.ir, prog.trace, prog.c_source
+
+Arguments are checked before anything runs: a wrong type raises
+:class:`~stripe.arrays.ArgumentTypeError` (a ``TypeError``), a wrong value (a missing or
+unknown name, a shape, a dtype, a read-only or shared output)
+:class:`~stripe.arrays.ArgumentError` (a ``ValueError``); both are ``StripeError`` and name
+the argument. Memory the call must allocate beyond :func:`stripe.limits.max_bytes` raises
+:class:`~stripe.errors.LimitError`.
 """
 
 from __future__ import annotations
 
 import builtins
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -19,12 +28,12 @@ from stripe.codegen.c_emitter import OVERLAP, BufferSpec, CProgram, emit_c
 from stripe.passes.manager import decide, run_pipeline
 
 from . import pipeline_cache, poly, tags
-from .arrays import _empty_unchecked
-from .arrays import empty as aligned_empty
+from .arrays import ArgumentError, ArgumentTypeError, _empty_unchecked
 from .config import Config, load_config
 from .dtypes import DType
 from .errors import StripeError
 from .ir import Block, RefDir
+from .limits import check_bytes, max_bytes
 from .target import HOST, Compute, Target
 from .tile import lower
 from .verify import verify as verify_ir
@@ -33,7 +42,8 @@ from .verify import verify as verify_ir
 @dataclass
 class Program:
     """A compiled program. Call it with keyword arrays; it returns fresh output arrays
-    (:meth:`run` writes outputs into arrays of the caller's instead).
+    (:meth:`run` writes outputs into arrays of the caller's instead). The arguments a call
+    takes are described at :meth:`run`.
 
     ``ir`` is the final IR and ``trace`` the IR after every pass. A program served from the
     compile cache (see :func:`compile`) reruns its pipeline the first time either is read.
@@ -101,12 +111,19 @@ class Program:
                               if spec.is_output)
         self._ffi, self._lib = self.module.ffi, self.module.lib
         self._args_type = self._ffi.typeof(f"void *[{max(len(self._plan), 1)}]")
-        self._fast = self._fast_path()
+        # bytes of the outputs a plain call allocates, checked against the memory limit
+        # once here; a program over it has no quick path, and its calls check the limit
+        # again (the general path checks any call that allocates more than this)
+        out_bytes = sum(span * dtype.itemsize for _, _, is_out, dtype, span, *_
+                        in self._calls if is_out)
+        self._approved = out_bytes if out_bytes <= max_bytes() else 0
+        self._fast = self._fast_path() if self._approved == out_bytes else None
 
     def _fast_path(self) -> Callable[..., dict[str, np.ndarray] | None] | None:
-        """``run`` for the common call, written out for this program's buffers: every input
-        a C-contiguous numpy array of its compiled shape and dtype, and ``out`` None or
-        giving every output (C-contiguous, writable, sharing no memory). It returns None,
+        """``run`` for the common call, written out for this program's buffers: ``inputs`` a
+        dict, every input a C-contiguous, aligned numpy array of its compiled shape and
+        dtype, and ``out`` None or a dict giving every output (C-contiguous, aligned,
+        writable, sharing no memory). It returns None,
         before touching anything, when the call is not like that, and ``run`` then takes
         the general path, which also explains what is wrong. None when a buffer is not laid
         out dense and row-major, or is empty. Buffer names reach the generated code only as
@@ -126,14 +143,16 @@ class Program:
                                   "stripe_run": self._lib.stripe_run,
                                   "out_of_memory": self._out_of_memory}
         code = ["def fast(inputs, out):",
-                f"    if len(inputs) != {len(ins)}:",
+                f"    if type(inputs) is not dict or len(inputs) != {len(ins)}:",
                 "        return None"]
         for k, name, _, dtype, _, _, _, spec in ins:
             env[f"s{k}"], env[f"d{k}"] = spec.sizes, dtype
             code += [f"    b{k} = inputs.get({name!r})",
                      f"    if (type(b{k}) is not ndarray or b{k}.shape != s{k} "
-                     f"or b{k}.dtype != d{k}",
-                     f"            or not b{k}.flags.c_contiguous):",
+                     f"or b{k}.dtype != d{k}):",
+                     "        return None",
+                     f"    f = b{k}.flags",
+                     "    if not (f.c_contiguous and f.aligned):",
                      "        return None"]
         code += ["    if out is None:"]
         code += [f"        b{k} = empty({span * dtype.itemsize}, d{k}, s{k})"
@@ -141,7 +160,7 @@ class Program:
         for k, _, _, dtype, _, _, _, spec in outs:
             env[f"s{k}"], env[f"d{k}"] = spec.sizes, dtype
         code += ["    else:",
-                 f"        if len(out) != {len(outs)}:",
+                 f"        if type(out) is not dict or len(out) != {len(outs)}:",
                  "            return None"]
         # Outputs sharing memory with another argument: the C code tests that itself
         # before it runs (it returns STRIPE_OVERLAP, and the general path explains), unless
@@ -154,7 +173,7 @@ class Program:
                      f"or b{k}.dtype != d{k}):",
                      "            return None",
                      f"        f = b{k}.flags",
-                     "        if not (f.c_contiguous and f.writeable):",
+                     "        if not (f.c_contiguous and f.aligned and f.writeable):",
                      "            return None"]
             for j in done if zeroed else ():
                 code += [f"        if may_share(b{k}, b{j}):", "            return None"]
@@ -172,31 +191,70 @@ class Program:
                               "exec"), env)
         return env["fast"]  # type: ignore[return-value]
 
-    def __call__(self, **arrays: np.ndarray) -> dict[str, np.ndarray]:
-        """Run on the input ``arrays`` (by name); returns fresh output arrays by name."""
+    def __call__(self, /, *args: object, **arrays: np.ndarray) -> dict[str, np.ndarray]:
+        """Run on the input ``arrays``, given by name (``prog(A=a, B=b)``); returns fresh
+        output arrays by name. The arrays are checked as by :meth:`run`."""
+        if args:
+            names = ", ".join(f"{n}=..." for n in self.input_names)
+            raise ArgumentTypeError(f"a Program takes its inputs by name: prog({names}) or "
+                                    f"prog.run({{name: array}}), not {len(args)} positional "
+                                    f"argument{'s' if len(args) > 1 else ''}")
         return self.run(arrays)
 
     def run(self, inputs: Mapping[str, np.ndarray],
             out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-        """Run on ``inputs`` (by name). ``out`` may give some or all outputs as arrays of
-        their exact shape and dtype, C-contiguous, writable and sharing no memory with an
-        input or another output: the program writes them in place (no allocation per call,
-        so no page faults on a fresh 16 MiB buffer) and they are returned. The others are
-        allocated as by a plain call. The common call runs through code written out for
-        this program (see ``_fast_path``), so that the call's Python side stays small
-        next to the C of small programs."""
+        """Run on ``inputs``, a mapping from the name of every input (:attr:`input_names`,
+        no others) to a numpy array of exactly its compiled shape and dtype (nothing is
+        converted: a float64 array for a float32 input is an error). Any layout is accepted:
+        a strided, unaligned or read-only array is read in place or copied, never written.
+        Returns a dict from the name of every output to its array.
+
+        ``out``, None or a mapping, may give some or all outputs as numpy arrays of their
+        exact shape and dtype, C-contiguous, writable and sharing no memory with an input or
+        another output: the program writes them in place (no allocation per call, so no
+        page faults on a fresh 16 MiB buffer) and they are returned. The others are
+        allocated, on 64-byte boundaries (:mod:`stripe.arrays`).
+
+        Before anything runs or is written, a call raises
+        :class:`~stripe.arrays.ArgumentTypeError` when ``inputs`` or ``out`` is not a
+        mapping, a name is not a string or a value not a numpy array;
+        :class:`~stripe.arrays.ArgumentError` for a missing or unknown name, a wrong shape
+        or dtype, a masked array, or an ``out`` array that is read-only, not C-contiguous or
+        shares memory with another argument; :class:`~stripe.errors.LimitError` when the
+        arrays it must allocate (outputs, copies of inputs) exceed
+        :func:`stripe.limits.max_bytes` (read when the program is built, and again by a
+        call that needs more); StripeError when this CPU lacks an instruction set the
+        program was compiled for. A MemoryError says that an allocation of the C code
+        failed. The common call runs through code written out for this program (see
+        ``_fast_path``), so that the call's Python side stays small next to the C of small
+        programs."""
         if self._missing:
             raise StripeError(f"this program was compiled for {', '.join(self._missing)}, "
                               f"which this CPU does not have (flags {' '.join(self.flags)}); "
                               f"compile it for another target (e.g. cpu_avx2 or cpu_generic)")
         fast = self._fast
         if fast is not None and self.fill_byte is None:
-            result = fast(inputs, out or None)
+            result = fast(inputs, out)
             if result is not None:
                 return result
+        if not isinstance(inputs, Mapping):
+            raise ArgumentTypeError(f"inputs must be a mapping from input name to numpy "
+                                    f"array, got {type(inputs).__name__}")
+        if out is not None and not isinstance(out, Mapping):
+            raise ArgumentTypeError(f"out must be None or a mapping from output name to "
+                                    f"numpy array, got {type(out).__name__}")
         if not self._inputs_match(inputs):
             check_arguments(self._inputs, inputs)
         given = check_outputs(self._output_specs, inputs, out) if out else {}
+        # what this call allocates: the outputs it cannot write in place, copies of the
+        # inputs the C code cannot read in place (not dense, not aligned to their items)
+        nbytes = 0
+        for _, name, is_output, dtype, span, dense, _, _ in self._calls:
+            a = given.get(name) if is_output else inputs[name]
+            if a is None or not (dense and a.flags.c_contiguous and a.flags.aligned):
+                nbytes += span * dtype.itemsize
+        if nbytes > self._approved:
+            check_bytes(nbytes, "the arrays this call allocates (outputs, copies of inputs)")
         ffi = self._ffi
         args = ffi.new(self._args_type)
         flats: list[np.ndarray] = []
@@ -204,14 +262,16 @@ class Program:
         for k, name, is_output, dtype, span, dense, zero, spec in self._calls:
             if is_output:
                 flat = given.get(name) if dense else None
-                if flat is None:
-                    flat = aligned_empty(span, dtype)
+                if flat is None or not flat.flags.aligned:
+                    flat = _empty_unchecked(span * dtype.itemsize, dtype, (span,))
                 if zero:
                     flat.fill(0)
                 elif fill is not None:
                     flat.view(np.uint8).fill(fill)
             elif dense:
                 flat = np.ascontiguousarray(inputs[name])
+                if not flat.flags.aligned:
+                    flat = flat.copy()
             else:
                 flat = _to_layout(np.asarray(inputs[name]), spec)
             flats.append(flat)
@@ -223,15 +283,14 @@ class Program:
             self._out_of_memory(failed)
         result = {}
         for k, name, dense, span, spec in self._returns:
+            flat = flats[k]
+            value = flat.reshape(spec.sizes) if dense and span else _from_layout(flat, spec)
             mine = given.get(name)
             if mine is not None:
-                if not dense:
-                    mine[...] = _from_layout(flats[k], spec)
-                result[name] = mine
-            else:
-                flat = flats[k]
-                result[name] = flat.reshape(spec.sizes) if dense and span \
-                    else _from_layout(flat, spec)
+                if flat is not mine:
+                    mine[...] = value
+                value = mine
+            result[name] = value
         return result
 
     def _out_of_memory(self, failed: int) -> None:
@@ -274,59 +333,88 @@ class Program:
         return table
 
 
+def _shown(name: object) -> str:
+    """A name for a message: as it is when it is an identifier, else quoted."""
+    return name if isinstance(name, str) and name.isidentifier() else repr(name)[:60]
+
+
+def _check_names(arrays: Mapping[object, object], what: str) -> None:
+    for name in arrays:
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"{what}: names must be strings, got "
+                                    f"{type(name).__name__} {_shown(name)}")
+
+
+def _check_array(value: object, what: str) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise ArgumentTypeError(f"{what}: expected a numpy array, got {type(value).__name__}")
+    if isinstance(value, np.ma.MaskedArray):
+        raise ArgumentError(f"{what}: a masked array, whose mask the program would ignore "
+                            f"(pass numpy.ma.getdata(a), or a.filled(value))")
+    return value
+
+
 def check_outputs(expected: Mapping[str, BufferSpec], inputs: Mapping[str, object],
                   out: Mapping[str, object]) -> dict[str, np.ndarray]:
-    """Raise a clear StripeError unless every array of ``out`` can take an output in place
-    (see :meth:`Program.run`); returns them by name. ``expected``: the outputs' specs by
-    name (a table the program keeps, so that a call does not rebuild it)."""
+    """Raise ArgumentTypeError or ArgumentError unless every array of ``out`` can take an
+    output in place (see :meth:`Program.run`); returns them by name. ``expected``: the
+    outputs' specs by name (a table the program keeps, so that a call does not rebuild
+    it)."""
+    if not isinstance(out, Mapping):
+        raise ArgumentTypeError(f"out must be None or a mapping from output name to numpy "
+                                f"array, got {type(out).__name__}")
+    _check_names(out, "out")
     if not expected.keys() >= out.keys():
-        unknown = sorted(n for n in out if n not in expected)
-        raise StripeError(f"out: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} "
-                          f"not an output of this program (outputs: "
-                          f"{', '.join(expected) or 'none'})")
+        unknown = sorted(_shown(n) for n in out if n not in expected)
+        raise ArgumentError(f"out: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} "
+                            f"not an output of this program (outputs: "
+                            f"{', '.join(expected) or 'none'})")
     given: dict[str, np.ndarray] = {}
-    for name, a in out.items():
+    for name, value in out.items():
         spec = expected[name]
-        if type(a) is not np.ndarray:
-            raise StripeError(f"out {name}: expected a numpy array, got {type(a).__name__}")
+        a = _check_array(value, f"out {name}")
         if a.shape != spec.sizes or a.dtype != spec.dtype.np:
-            raise StripeError(f"out {name}: expected shape {spec.sizes} and dtype "
-                              f"{spec.dtype.np}, got shape {a.shape} and dtype {a.dtype}")
+            raise ArgumentError(f"out {name}: expected shape {spec.sizes} and dtype "
+                                f"{spec.dtype.np}, got shape {a.shape} and dtype {a.dtype}")
         flags = a.flags
         if not (flags.c_contiguous and flags.writeable):
-            raise StripeError(f"out {name}: the array must be C-contiguous and writable")
+            raise ArgumentError(f"out {name}: the array must be C-contiguous and writable")
         for others in (inputs, given):
             for other, b in others.items():
                 if isinstance(b, np.ndarray) and np.may_share_memory(a, b):
-                    raise StripeError(f"out {name}: the array shares memory with {other}")
+                    raise ArgumentError(f"out {name}: the array shares memory with "
+                                        f"{_shown(other)}")
         given[name] = a
     return given
 
 
 def check_arguments(specs: tuple[BufferSpec, ...], arrays: Mapping[str, object]) -> None:
-    """Raise a clear StripeError unless ``arrays`` match the compiled inputs exactly
-    (:meth:`Program.run` first tries the common case quickly, then this for the message)."""
+    """Raise ArgumentTypeError or ArgumentError unless ``arrays`` match the compiled inputs
+    exactly (:meth:`Program.run` first tries the common case quickly, then this for the
+    message)."""
+    if not isinstance(arrays, Mapping):
+        raise ArgumentTypeError(f"inputs must be a mapping from input name to numpy array, "
+                                f"got {type(arrays).__name__}")
+    _check_names(arrays, "inputs")
     expected = {s.name: s for s in specs}
     missing = [n for n in expected if n not in arrays]
-    extra = sorted(n for n in arrays if n not in expected)
+    extra = sorted(_shown(n) for n in arrays if n not in expected)
     if missing or extra:
         parts = []
         if missing:
             parts.append(f"missing input(s) {', '.join(missing)}")
         if extra:
             parts.append(f"unexpected input(s) {', '.join(extra)}")
-        raise StripeError(f"{'; '.join(parts)}; the program takes "
-                          f"{', '.join(expected) or 'no inputs'}")
+        raise ArgumentError(f"{'; '.join(parts)}; the program takes "
+                            f"{', '.join(expected) or 'no inputs'}")
     for name, spec in expected.items():
-        value = arrays[name]
-        if not isinstance(value, np.ndarray):
-            raise StripeError(f"input {name} must be a numpy array, got {type(value).__name__}")
+        value = _check_array(arrays[name], f"input {name}")
         if tuple(value.shape) != spec.sizes:
-            raise StripeError(f"input {name} has shape {tuple(value.shape)}, compiled for "
-                              f"{spec.sizes}")
+            raise ArgumentError(f"input {name} has shape {tuple(value.shape)}, compiled for "
+                                f"{spec.sizes}")
         if value.dtype != spec.dtype.np:
-            raise StripeError(f"input {name} has dtype {value.dtype}, compiled for "
-                              f"{spec.dtype.long_name} (convert it explicitly)")
+            raise ArgumentError(f"input {name} has dtype {value.dtype}, compiled for "
+                                f"{spec.dtype.long_name} (convert it explicitly)")
 
 
 def _span(spec: BufferSpec) -> int:
@@ -381,7 +469,19 @@ def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None
     SIMD unit micro-kernels are written for), when given, replace the target's. Unless
     ``decided`` (the program comes out of :func:`run_pipeline`, which ends with them), the
     back end's decision passes run on it first with their defaults
-    (:func:`stripe.passes.manager.decide`)."""
+    (:func:`stripe.passes.manager.decide`). Wrong types raise ArgumentTypeError naming
+    the argument; ``flags`` is a sequence of strings (not one string)."""
+    if not isinstance(program, Block):
+        raise ArgumentTypeError(f"program must be a Block (from stripe.lower or "
+                                f"stripe.parse_ir), got {type(program).__name__}")
+    if flags is not None and (isinstance(flags, (str, bytes)) or not all(
+            isinstance(f, str) for f in _iterable(flags, "flags"))):
+        raise ArgumentTypeError(f"flags must be a sequence of strings, got {flags!r:.80}")
+    if vector is not None and not isinstance(vector, Compute):
+        raise ArgumentTypeError(f"vector must be None or a Compute, got "
+                                f"{type(vector).__name__}")
+    if not isinstance(target, Target):
+        raise ArgumentTypeError(f"target must be a Target, got {type(target).__name__}")
     if not decided:
         program = decide(program, target)
     verify_ir(program)
@@ -419,9 +519,32 @@ def overwritten_outputs(program: Block) -> frozenset[str]:
     return frozenset(found)
 
 
+def _iterable(value: object, what: str) -> tuple[object, ...]:
+    try:
+        return tuple(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise ArgumentTypeError(f"{what} must be a sequence, got "
+                                f"{type(value).__name__}") from None
+
+
+def _check_flag(value: object, what: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(f"{what} must be True or False, got {type(value).__name__} "
+                                f"{value!r:.40}")
+    return bool(value)
+
+
 def compile(source: str, inputs: Mapping[str, object], target: str | None = None, *,
             verify: bool = True, check: bool = False) -> Program:
-    """Lower Tile ``source`` for ``inputs`` (arrays or ``(shape, dtype)`` pairs) and build it.
+    """Lower Tile ``source`` for ``inputs`` and build it.
+
+    ``source`` is the Tile text (a str); ``inputs`` a mapping from the name of every
+    input of the function to an array or a ``(shape, dtype)`` pair (only shapes and dtypes
+    are used: the program runs on any arrays of those). ``verify`` and ``check`` are bools.
+    A wrong type raises :class:`~stripe.arrays.ArgumentTypeError` (a ``TypeError``) naming
+    the argument; a mistake in the source or in the inputs' names, shapes or dtypes a
+    :class:`~stripe.errors.TileError` with its line and column; sizes past the documented
+    limits (docs/limits.md) a :class:`~stripe.errors.LimitError`.
 
     ``target`` is the name of a shipped hardware config (``cpu_avx2``) or a path to a YAML
     config; its passes run in order, then the back end's decision passes where the config
@@ -431,6 +554,16 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
     (``-march=native``, AVX2-sized vectors). ``check=True`` also interprets the program
     before and after every pass and names the first pass that changed the result.
     """
+    if not isinstance(source, str):
+        raise ArgumentTypeError(f"source must be Tile text (a str), got "
+                                f"{type(source).__name__}")
+    if not isinstance(inputs, Mapping):
+        raise ArgumentTypeError(f"inputs must be a mapping from input name to an array or a "
+                                f"(shape, dtype) pair, got {type(inputs).__name__}")
+    if target is not None and not isinstance(target, (str, os.PathLike)):
+        raise ArgumentTypeError(f"target must be None, a config name or a path to a YAML "
+                                f"config, got {type(target).__name__}")
+    verify, check = _check_flag(verify, "verify"), _check_flag(check, "check")
     program = lower(source, dict(inputs))
     if target is None:
         final, trace = run_pipeline(program, Config("host", HOST))
@@ -454,4 +587,5 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
     return prog
 
 
-__all__ = ["Program", "compile", "compile_program", "check_arguments", "DType"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "Program", "compile", "compile_program",
+           "check_arguments", "DType"]

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import stripe
-from stripe.arrays import aligned, empty, is_aligned, zeros
+from stripe.arrays import ArgumentError, ArgumentTypeError, aligned, empty, is_aligned, zeros
+from stripe.errors import LimitError
 
 
 @pytest.mark.parametrize("shape", [(), 0, 7, (3, 5), (1000, 3), (2, 0, 4), (33, 17, 5)])
@@ -30,20 +31,97 @@ def test_many_arrays_are_all_aligned_and_do_not_overlap():
 
 
 def test_other_alignments():
-    for alignment in (4, 16, 128, 4096):
+    for alignment in (4, 16, 128, 4096, np.int64(32)):
         assert empty(100, np.float32, alignment).ctypes.data % alignment == 0
     for bad in (0, 3, 48, -64, 2):  # 2 < the item size of float32
-        with pytest.raises(stripe.StripeError, match="power of two"):
+        with pytest.raises(ArgumentError, match="alignment must be a power of two"):
+            empty(10, np.float32, bad)
+    for bad in (64.0, 1.5, float("nan"), True, None, "64"):
+        with pytest.raises(ArgumentTypeError, match="alignment must be an integer"):
             empty(10, np.float32, bad)
 
 
-def test_bad_shapes_and_dtypes_are_refused():
-    with pytest.raises(stripe.StripeError, match="non-negative integers"):
-        empty((3, -1))
-    with pytest.raises(stripe.StripeError, match="non-negative integers"):
-        empty((3, 2.5))
-    with pytest.raises(stripe.StripeError, match="holds numbers"):
-        empty(3, object)
+@pytest.mark.parametrize("shape, error, message", [
+    (None, ArgumentTypeError, "shape must be an integer or a sequence"),
+    ("3", ArgumentTypeError, "shape must be an integer or a sequence"),
+    (2.0, ArgumentTypeError, "shape must be an integer or a sequence"),
+    (float("nan"), ArgumentTypeError, "shape must be an integer or a sequence"),
+    ({3: 4}, ArgumentTypeError, "shape must be an integer or a sequence"),
+    ((3, 2.5), ArgumentTypeError, "shape must hold integers"),
+    ((3, None), ArgumentTypeError, "shape must hold integers"),
+    ((True, 2), ArgumentTypeError, "shape must hold integers"),
+    ([[3]], ArgumentTypeError, "shape must hold integers"),
+    (-1, ArgumentError, "shape must hold sizes of at least 0"),
+    ((3, -1), ArgumentError, "shape must hold sizes of at least 0"),
+    ((1,) * 65, ArgumentError, "65 dimensions"),
+])
+def test_bad_shapes_are_refused_naming_the_shape(shape, error, message):
+    for make in (empty, zeros):
+        with pytest.raises(error, match=message):
+            make(shape)
+
+
+@pytest.mark.parametrize("dtype, error", [
+    ("float33", ArgumentTypeError), ("", ArgumentTypeError), (3.5, ArgumentTypeError),
+    (object, ArgumentError), ("V0", ArgumentError), ("U0", ArgumentError),
+    ([("a", "f4"), ("b", "O")], ArgumentError),
+])
+def test_bad_dtypes_are_refused_naming_the_dtype(dtype, error):
+    with pytest.raises(error, match="dtype"):
+        empty(3, dtype)
+
+
+def test_the_argument_errors_are_stripe_errors_and_builtin_ones():
+    """Callers may catch them as StripeError or as the builtin TypeError/ValueError."""
+    with pytest.raises(TypeError):
+        empty(None)
+    with pytest.raises(ValueError):
+        empty(-1)
+    for error in (ArgumentError, ArgumentTypeError):
+        assert issubclass(error, stripe.StripeError)
+
+
+def test_sequences_and_numpy_integers_are_shapes():
+    assert empty([2, 3]).shape == (2, 3)
+    assert empty(range(1, 4)).shape == (1, 2, 3)
+    assert empty(np.array([4, 5])).shape == (4, 5)
+    assert empty((np.int32(2), np.uint8(3))).shape == (2, 3)
+    assert empty(np.int64(7)).shape == (7,)
+    assert empty(3, None).dtype == np.float64  # numpy's default, as in numpy.empty
+
+
+@pytest.mark.parametrize("shape", [2**62, (2**40, 2**40), (2**31, 2**31, 2**31)])
+def test_huge_shapes_are_refused_before_allocating(shape):
+    with pytest.raises(LimitError, match="STRIPE_MAX_BYTES"):
+        empty(shape)
+
+
+def test_the_memory_limit_counts_the_items_and_the_alignment(monkeypatch):
+    monkeypatch.setenv("STRIPE_MAX_BYTES", "4KiB")
+    assert empty(1008).nbytes == 4032  # 4032 + 64 bytes: exactly the limit
+    with pytest.raises(LimitError, match="4096 bytes"):
+        empty(1009)
+    with pytest.raises(LimitError):
+        empty(1, np.float32, 8192)
+    with pytest.raises(LimitError):
+        zeros((2, 600), np.float64)
+
+
+def test_is_aligned_and_aligned_check_their_arguments():
+    a = np.zeros(10, np.float32)
+    with pytest.raises(ArgumentTypeError, match="a must be a numpy array"):
+        is_aligned([1, 2])
+    for bad in (0, -64, 1.5, None):
+        with pytest.raises(ArgumentError, match="alignment must be a positive integer"):
+            is_aligned(a, bad)
+    assert is_aligned(empty(10), np.int32(64)) and is_aligned(a, 4)
+    for bad in (0, 3, 2.0):
+        with pytest.raises((ArgumentError, ArgumentTypeError), match="alignment"):
+            aligned(a, bad)
+    for bad in (None, object(), [[1], [1, 2]], {"a": 1}):
+        with pytest.raises((ArgumentError, ArgumentTypeError), match="dtype|a: cannot make"):
+            aligned(bad)
+    assert is_aligned(aligned(range(5)))
 
 
 def test_aligned_copies_only_what_it_must():
