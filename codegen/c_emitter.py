@@ -40,7 +40,9 @@ from collections.abc import Callable
 from stripe.affine import Affine
 from stripe.dtypes import DType
 from stripe.errors import IRError
+from stripe.intrinsics import c_convert
 from stripe.ir import (
+    AggOp,
     Block,
     Constant,
     Intrinsic,
@@ -226,14 +228,13 @@ class _Emitter(LoopWriter, KernelWriter):
             self.count(f"{view.memory}.bytes_out", view.dtype.itemsize)
 
     def store(self, s: Store, scope: Scope, path: str) -> None:
+        src, src_dtype = scope.scalars[s.from_]
         if s.into in scope.redirect:
             target, dtype, agg = scope.redirect[s.into]
-            src, _ = scope.scalars[s.from_]
-            self.line(combine_text(target, f"({C_TYPES[dtype]})({src})", agg, dtype))
+            self.line(combine_text(target, _stored(src, src_dtype, dtype), agg, dtype))
             return
         view = scope.refs[s.into]
-        src, _ = scope.scalars[s.from_]
-        self.line(store_text(view, f"({C_TYPES[view.dtype]})({src})", view.agg))
+        self.line(store_text(view, _stored(src, src_dtype, view.dtype), view.agg))
         if scope.in_transfer:
             self.count(f"{view.memory}.bytes_in", view.dtype.itemsize)
 
@@ -290,8 +291,8 @@ class _Emitter(LoopWriter, KernelWriter):
             self.line(f"const int64_t {c} = {f} % {max(n, 1)}; {f} /= {max(n, 1)};")
             src_coords.append(c)
         src_coords.reverse()
-        self.line(f"{self.address(dst, coords)} = ({C_TYPES[dst.dtype]})"
-                  f"{self.address(src, src_coords)};")
+        self.line(f"{self.address(dst, coords)} = "
+                  f"{_element(self.address(src, src_coords), src.dtype, dst.dtype)};")
         self.close(len(coords))
 
     def gather(self, src: View, index: View, dst: View) -> None:
@@ -299,10 +300,10 @@ class _Emitter(LoopWriter, KernelWriter):
         k = len(index.sizes)
         row = self.fresh("r")
         hi = max(src.sizes[0] - 1, 0)
-        self.line(f"const int64_t {row} = stripe_imin(stripe_imax((int64_t)"
-                  f"{self.address(index, coords[:k])}, 0), {hi});")
-        self.line(f"{self.address(dst, coords)} = ({C_TYPES[dst.dtype]})"
-                  f"{self.address(src, [row] + coords[k:])};")
+        at = _element(self.address(index, coords[:k]), index.dtype, DType.INT64)
+        self.line(f"const int64_t {row} = stripe_imin(stripe_imax({at}, 0), {hi});")
+        self.line(f"{self.address(dst, coords)} = "
+                  f"{_element(self.address(src, [row] + coords[k:]), src.dtype, dst.dtype)};")
         self.close(len(coords))
 
     def scatter(self, src: View, index: View, dst: View) -> None:
@@ -312,12 +313,30 @@ class _Emitter(LoopWriter, KernelWriter):
         coords = self.element_loops(src.sizes)
         k = len(index.sizes)
         row = self.fresh("r")
-        self.line(f"const int64_t {row} = (int64_t){self.address(index, coords[:k])};")
+        at = _element(self.address(index, coords[:k]), index.dtype, DType.INT64)
+        self.line(f"const int64_t {row} = {at};")
         self.open(f"if ({row} >= 0 && {row} < {dst.sizes[0]})")
-        self.line(f"{self.address(dst, [row] + coords[k:])} += ({C_TYPES[dst.dtype]})"
-                  f"{self.address(src, coords)};")
+        self.line(combine_text(self.address(dst, [row] + coords[k:]),
+                               _element(self.address(src, coords), src.dtype, dst.dtype),
+                               AggOp.ADD, dst.dtype))
         self.close(1 + len(coords))
 
+
+
+def _stored(src: str, src_dtype: DType, dtype: DType) -> str:
+    """The C value of scalar ``src`` converted for a store into a view of ``dtype``: a C
+    cast, or the saturating conversion of a float into an integer view
+    (``stripe.intrinsics.c_convert``)."""
+    if src_dtype.is_float and dtype.is_int:
+        return c_convert(src, src_dtype, dtype)
+    return f"({C_TYPES[dtype]})({src})"
+
+
+def _element(expr: str, src_dtype: DType, dtype: DType) -> str:
+    """An element ``expr`` of a special's input converted to ``dtype`` (as ``_stored``)."""
+    if src_dtype.is_float and dtype.is_int:
+        return c_convert(expr, src_dtype, dtype)
+    return f"({C_TYPES[dtype]}){expr}"
 
 
 _HANDLERS: dict[type, Callable[[_Emitter, Statement, Scope, str], None]] = {

@@ -9,6 +9,7 @@ from stripe import tags
 from stripe.affine import Affine
 from stripe.errors import IRError
 from stripe.ir import (
+    AggOp,
     Block,
     Index,
     RefDir,
@@ -28,6 +29,7 @@ from .c_text import (
 )
 
 LOCAL_ARRAY_LIMIT = 16384  # bytes; larger per-point allocations use aligned_alloc
+FULL_UNROLL = 16  # gcc -O3 unrolls loops of at most this many iterations before vectorising
 
 
 class LoopWriter:
@@ -85,6 +87,14 @@ class LoopWriter:
                 self.uses_openmp = True
                 self.line(f"#pragma omp parallel for collapse({collapse}) schedule(dynamic, 1)")
             lo, hi = self.bound_text(bounds[ix.name], scope)
+            if (acc is not None and row is not None and pos == len(loops) - 1
+                    and row[1].agg_op in (AggOp.MAX, AggOp.MIN)
+                    and bounds[ix.name].hi - bounds[ix.name].lo <= FULL_UNROLL):
+                # the row accumulator's loop of a max or min stays a loop, which gcc
+                # vectorises: unrolled completely, its NaN-propagating selects stay scalar
+                # (also in a function that OpenMP outlines, where gcc otherwise ignores
+                # the pragma)
+                self.line("#pragma GCC unroll 0")
             if ix.is_passed_in:
                 loc = self.fresh("l")
                 self.open(f"for (int64_t {loc} = {lo}; {loc} < {hi}; ++{loc})")

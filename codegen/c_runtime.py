@@ -1,5 +1,6 @@
 """The runtime around the emitted code: the C prelude (vector types, masked loads and
-stores, the vector math functions, overlap and integer helpers), the description of a
+stores, the vector math functions, overlap and integer helpers, the float -> integer
+conversions), the description of a
 compiled program (``BufferSpec``, ``CProgram``), the run-time counters' functions, and
 which program buffers need no zeroing."""
 
@@ -7,8 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from stripe import poly
 from stripe.dtypes import DType
+from stripe.intrinsics import C_TYPES
 from stripe.ir import (
     Block,
     Load,
@@ -22,6 +26,47 @@ from . import microkernel, vmath
 OVERLAP = -1
 """What ``stripe_run`` returns, before running, when an output's bytes overlap another
 argument's (``STRIPE_OVERLAP`` in the C prelude)."""
+
+
+def min_max() -> str:
+    """The prelude's NaN-propagating ``max``/``min`` of floats, ``stripe_<max|min>_<fp32|
+    fp64>(a, b)`` (``stripe.intrinsics.c_nan_max``): NaN when either input is NaN, as numpy's
+    ``maximum``/``minimum``. ``b > a ? b : a`` is x86's ``vmaxps b, a``, which gives ``a``
+    when the two are unordered and so keeps a NaN ``a``; the NaN test on ``b`` is a separate
+    select (gcc then emits ``vmaxps``, ``vcmpneqps``, ``vblendvps``; written as one condition
+    it emits twice as many instructions), and gcc drops it when ``b`` is a constant. An
+    aggregation passes the value in memory as ``a``."""
+    out = ["/* max and min that propagate NaN (docs/semantics.md) */"]
+    for dtype in (DType.FLOAT32, DType.FLOAT64):
+        t = C_TYPES[dtype]
+        for name, op in (("max", ">"), ("min", "<")):
+            out.append(f"static inline {t} stripe_{name}_{dtype.value}({t} a, {t} b) {{ "
+                       f"const {t} m = b {op} a ? b : a; return b != b ? b : m; }}")
+    return "\n".join(out) + "\n"
+
+
+def conversions() -> str:
+    """The prelude's float -> integer conversions, ``stripe_cvt_<fp32|fp64>_<int type>``
+    (``stripe.intrinsics.c_convert``): truncation toward zero, saturated at the type's
+    limits, NaN giving 0, where a C cast of a value out of range is undefined. Written as
+    selections of comparisons, which gcc vectorises (``-fno-trapping-math``: the cast of
+    the unselected value runs in the vector lanes and is discarded)."""
+    out = ["/* float -> integer: truncated, saturated, NaN -> 0 (docs/semantics.md) */"]
+    for src in (DType.FLOAT32, DType.FLOAT64):
+        ft = C_TYPES[src]
+        suffix = "f" if src is DType.FLOAT32 else ""
+        for dst in (DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.UINT8):
+            info = np.iinfo(dst.np)
+            lo, hi = float(info.min), float(info.max) + 1.0  # exact powers of two (or 0)
+            it = C_TYPES[dst]
+            limit = it[:-2].upper()  # INT32 of int32_t: <stdint.h>'s INT32_MIN, INT32_MAX
+            lo_c = "0" if dst is DType.UINT8 else f"{limit}_MIN"
+            hi_c = f"{limit}_MAX"
+            out.append(
+                f"static inline {it} stripe_cvt_{src.value}_{dst.value}({ft} x) {{ "
+                f"return x != x ? ({it})0 : x < {lo.hex()}{suffix} ? {lo_c} : "
+                f"x >= {hi.hex()}{suffix} ? {hi_c} : ({it})x; }}")
+    return "\n".join(out) + "\n"
 
 
 PRELUDE = """\
@@ -61,13 +106,14 @@ static inline int stripe_overlap(const void *p, int64_t n, const void *q, int64_
 }
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
+/* b to the power e, exact modulo 2^64 (computed unsigned: no signed overflow) */
 static inline int64_t stripe_ipow(int64_t b, int64_t e) {
-    int64_t r = 1;
+    uint64_t r = 1, x = (uint64_t)b;
     if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
-    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
-    return r;
+    while (e) { if (e & 1) r *= x; x *= x; e >>= 1; }
+    return (int64_t)r;
 }
-"""
+""" + min_max() + conversions()
 
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from stripe.dtypes import DType
 from stripe.errors import IRError
-from stripe.intrinsics import c_expr
+from stripe.intrinsics import WIDE_INTS, c_expr, c_nan_max, c_wrapping
 from stripe.ir import (
     AggOp,
     agg_identity,
@@ -89,15 +89,20 @@ def store_text(view: View, value: str, agg: AggOp) -> str:
 
 
 def combine_text(p: str, value: str, agg: AggOp, dtype: DType) -> str:
-    """C statement combining ``value`` into lvalue ``p`` by aggregation ``agg``."""
+    """C statement combining ``value`` into lvalue ``p`` by aggregation ``agg``, by the
+    rules of docs/semantics.md: ``max``/``min`` propagate NaN (numpy's ``maximum``), integer
+    sums and products wrap modulo 2^bits."""
     if agg is AggOp.ASSIGN:
         return f"{p} = {value};"
-    if agg is AggOp.ADD:
-        return f"{p} += {value};"
-    if agg is AggOp.MUL:
-        return f"{p} *= {value};"
+    if agg in (AggOp.ADD, AggOp.MUL):
+        op = "+" if agg is AggOp.ADD else "*"
+        if dtype in WIDE_INTS:  # wraps modulo 2^bits, as the interpreter: no signed overflow
+            return f"{p} = {c_wrapping(op, dtype, p, value)};"
+        return f"{p} {op}= {value};"
     op = ">" if agg is AggOp.MAX else "<"
-    # a select, not an `if`: gcc turns it into vmaxps/vminps (same NaN rule: keep p)
+    if dtype.is_float:  # NaN wins, as in numpy's maximum (the prelude's stripe_max_fp32)
+        return f"{p} = {c_nan_max(op, dtype, p, value)};"
+    # a select, not an `if`: gcc turns it into a vector max/min
     return f"{{ const {C_TYPES[dtype]} t_ = {value}; {p} = t_ {op} {p} ? t_ : {p}; }}"
 
 

@@ -3,7 +3,8 @@
 :func:`apply_intrinsic` applies the numpy column of :mod:`stripe.intrinsics` (the C rules of
 ``docs/semantics.md``). ``SPECIALS`` maps each special (``reshape``, ``gather``, ``scatter``)
 to a function of the whole input views' values at one point, the output's sizes and dtype,
-returning the output view's new values.
+returning the output view's new values. Values change type as a store converts them
+(:func:`stripe.intrinsics.convert`; so does a float index, before it is clipped).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 from .dtypes import DType
 from .errors import InterpreterError
 from .interp_memory import Array
-from .intrinsics import INTRINSICS_TABLE, NotDefined
+from .intrinsics import INTRINSICS_TABLE, NotDefined, convert
 
 # intrinsics -----------------------------------------------------------------------------------
 
@@ -39,7 +40,7 @@ def _reshape(values: list[Array], sizes: tuple[int, ...], dtype: np.dtype, path:
         raise InterpreterError(
             f"reshape of {src.shape} ({src.size} elements) into {sizes} "
             f"({int(np.prod(sizes))} elements)", path)
-    return src.reshape(sizes).astype(dtype)
+    return convert_to(src.reshape(sizes), dtype)
 
 
 def _gather(values: list[Array], sizes: tuple[int, ...], dtype: np.dtype, path: str) -> Array:
@@ -49,8 +50,8 @@ def _gather(values: list[Array], sizes: tuple[int, ...], dtype: np.dtype, path: 
         raise InterpreterError(
             f"gather from {src.shape} by indexes {index.shape} into {sizes}; "
             f"expected a non-empty source and an output of {expected}", path)
-    rows = np.clip(index.astype(np.int64), 0, src.shape[0] - 1)
-    return src[rows].astype(dtype)
+    rows = np.clip(convert(index, DType.INT64), 0, src.shape[0] - 1)
+    return convert_to(src[rows], dtype)
 
 
 def _scatter(values: list[Array], sizes: tuple[int, ...], dtype: np.dtype, path: str) -> Array:
@@ -61,11 +62,21 @@ def _scatter(values: list[Array], sizes: tuple[int, ...], dtype: np.dtype, path:
             f"scatter of {src.shape} by indexes {index.shape} into {sizes}; expected a "
             f"source of {index.shape + tuple(sizes[1:])}", path)
     result = np.zeros(sizes, dtype)
-    rows = index.astype(np.int64).reshape(-1)
+    rows = convert(index, DType.INT64).reshape(-1)
     inside = (rows >= 0) & (rows < sizes[0])
-    src_rows = src.reshape((-1,) + tuple(sizes[1:])).astype(dtype)
+    src_rows = convert_to(src.reshape((-1,) + tuple(sizes[1:])), dtype)
     np.add.at(result, rows[inside], src_rows[inside])
     return result
+
+
+_BY_NP = {d.np: d for d in DType}
+
+
+def convert_to(values: Array, dtype: np.dtype) -> Array:
+    """``values`` converted to the numpy ``dtype`` as a store converts them
+    (:func:`stripe.intrinsics.convert`: a float into an integer type saturates, NaN gives
+    0; C leaves both undefined and numpy's ``astype`` gives platform-specific values)."""
+    return convert(values, _BY_NP[np.dtype(dtype)])
 
 
 SPECIALS: dict[str, Callable[[list[Array], tuple[int, ...], np.dtype, str], Array]] = {

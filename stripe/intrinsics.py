@@ -9,11 +9,16 @@
 An intrinsic ``outs = name:dtype(ins)`` computes with result type ``dtype``; its inputs are
 converted to ``dtype`` first, except where ``docs/semantics.md`` says otherwise (comparisons
 compare in their inputs' common type, ``cond`` tests its first input, ``cast`` converts).
-The numpy and C columns implement the same rules and agree where the semantics leave a
-choice (integer division by 0 gives 0, integer ``pow`` is exact, arithmetic on ``bool`` is
-computed as int and converted back, as C promotes ``_Bool``); a test runs both on random
-inputs for every row. Adding an intrinsic is adding a row here (and its spelling to the
-Tile grammar, if Tile writes it).
+The numpy and C columns implement the same rules, which ``docs/semantics.md`` defines
+for every input: integer arithmetic wraps modulo 2^bits (the C does it in the unsigned type
+of the same width: no signed overflow), integer division by 0 gives 0 and ``INT_MIN / -1``
+gives ``INT_MIN``, shifts by a negative count or by the width or more give 0 (``shr`` of a
+negative value -1), integer ``pow`` is exact modulo 2^64, ``max``/``min`` propagate NaN as
+numpy's ``maximum``/``minimum`` do, a float converted to an integer truncates toward zero
+and saturates (NaN gives 0: :func:`convert`, :func:`c_convert`), arithmetic on ``bool`` is
+computed as int and converted back, as C promotes ``_Bool``. A test runs both columns on
+random and on edge inputs (NaN, infinities, overflow) for every row. Adding an intrinsic is
+adding a row here (and its spelling to the Tile grammar, if Tile writes it).
 """
 
 from __future__ import annotations
@@ -36,6 +41,18 @@ C_TYPES: dict[DType, str] = {
     DType.FLOAT32: "float", DType.FLOAT64: "double",
 }
 """The C type of each dtype (``<stdint.h>`` names)."""
+
+C_UNSIGNED: dict[DType, str] = {
+    DType.INT8: "uint8_t", DType.INT16: "uint16_t", DType.INT32: "uint32_t",
+    DType.INT64: "uint64_t", DType.UINT8: "uint8_t",
+}
+"""The unsigned C type of each integer dtype's width."""
+
+WIDE_INTS: frozenset[DType] = frozenset({DType.INT32, DType.INT64})
+"""The signed types that C does not promote to a wider ``int``: their ``+ - *`` would
+overflow (undefined behaviour), so the back end computes them in the unsigned type of the
+same width, which wraps, and converts back (``C_UNSIGNED``). Narrower types are promoted to
+``int``, where their sums and products cannot overflow."""
 
 Result = Literal["common", "float", "bool", "integer", "given"]
 
@@ -84,23 +101,67 @@ class IntrinsicInfo:
 # numpy --------------------------------------------------------------------------------------
 
 
+def convert(x: Array, dtype: DType) -> Array:
+    """``x`` converted to ``dtype`` as every layer converts (docs/semantics.md): a float to
+    an integer type truncates toward zero and saturates at the type's limits, NaN giving 0
+    (C leaves out-of-range conversions undefined and numpy's result depends on the
+    platform); integers to a narrower integer type wrap modulo 2^bits; anything to ``bool``
+    is ``x != 0`` (NaN is True); to a float type rounds to nearest (overflow gives inf)."""
+    x = np.asarray(x)
+    t = dtype.np
+    if x.dtype.kind != "f" or not dtype.is_int:
+        return x.astype(t)
+    info = np.iinfo(t)
+    f = x.astype(np.float64)  # exact for float32 and float64 values
+    lo, hi = float(info.min), float(info.max) + 1.0  # both powers of two: exact
+    inside = (f >= lo) & (f < hi)  # NaN is outside
+    out = np.trunc(np.where(inside, f, 0.0)).astype(t)
+    out = np.where(f >= hi, info.max, out)
+    return np.where(f < lo, info.min, out).astype(t)
+
+
 def _c_div(a: Array, b: Array) -> Array:
-    """C integer division: truncates toward zero; by 0 gives 0 (as the C back end)."""
-    safe = np.where(b == 0, 1, b)
+    """C integer division: truncates toward zero; by 0 gives 0 and by -1 the negation,
+    wrapping (``INT_MIN / -1`` is ``INT_MIN``), as the C back end."""
+    safe = np.where((b == 0) | (b == -1), 1, b)
     q = a // safe
     q = q + ((a % safe != 0) & ((a < 0) != (safe < 0)))
+    q = np.where(b == -1, np.negative(a), q)
     return np.where(b == 0, 0, q).astype(a.dtype)
 
 
 def _c_mod(a: Array, b: Array) -> Array:
-    """C ``%``: the sign of the dividend; by 0 gives 0 (as the C back end)."""
-    return np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))).astype(a.dtype)
+    """C ``%``: the sign of the dividend; by 0 and by -1 gives 0 (as the C back end)."""
+    zero = (b == 0) | (b == -1)
+    return np.where(zero, 0, np.fmod(a, np.where(zero, 1, b))).astype(a.dtype)
+
+
+def _shift_ok(a: Array, b: Array) -> Array:
+    """Where the count ``b`` is within ``[0, bits of a)``."""
+    return (b >= 0) & (b < a.dtype.itemsize * 8)
+
+
+def _shl(a: Array, b: Array) -> Array:
+    """``a << b`` wrapping modulo 2^bits; a count outside ``[0, bits)`` gives 0."""
+    ok = _shift_ok(a, b)
+    shifted = np.left_shift(a, np.where(ok, b, 0).astype(a.dtype))
+    return np.where(ok, shifted, 0).astype(a.dtype)
+
+
+def _shr(a: Array, b: Array) -> Array:
+    """``a >> b``, arithmetic on signed types; a count outside ``[0, bits)`` gives -1 for
+    a negative ``a``, else 0."""
+    ok = _shift_ok(a, b)
+    shifted = np.right_shift(a, np.where(ok, b, 0).astype(a.dtype))
+    return np.where(ok, shifted, np.where(a < 0, -1, 0)).astype(a.dtype)
 
 
 def _int_pow(a: Array, b: Array) -> Array:
-    """Exact integer power in int64; a negative exponent gives ``1/a**-b`` truncated."""
+    """Integer power in int64, exact modulo 2^64; a negative exponent gives ``1/a**-b``
+    truncated."""
     base, exp = a.astype(np.int64), b.astype(np.int64)
-    positive = np.power(base, np.maximum(exp, 0))
+    positive = np.power(base.astype(np.uint64),
+                        np.maximum(exp, 0).astype(np.uint64)).astype(np.int64)
     negative = np.where(base == 1, 1, np.where(base == -1, 1 - 2 * (exp & 1), 0))
     return np.where(exp < 0, negative, positive)
 
@@ -121,14 +182,13 @@ def _arith(float_op: Op | None, int_op: Op | None) -> Callable[[DType, Sequence[
     """Inputs converted to the result type (bool computed in int64, as C promotes it)."""
 
     def apply(dtype: DType, args: Sequence[Array]) -> Array:
-        t = dtype.np
-        xs = [a.astype(t) for a in args]
+        xs = [convert(a, dtype) for a in args]
         if dtype is DType.BOOL:
             xs = [x.astype(np.int64) for x in xs]
         op = float_op if xs[0].dtype.kind == "f" else int_op
         if op is None:
             raise NotDefined(f"not defined on {dtype}")
-        return op(*xs).astype(t)
+        return convert(op(*xs), dtype)
 
     return apply
 
@@ -151,12 +211,11 @@ def _logical(op: np.ufunc) -> Callable[[DType, Sequence[Array]], Array]:
 
 
 def _np_cond(dtype: DType, args: Sequence[Array]) -> Array:
-    t = dtype.np
-    return np.where(args[0].astype(bool), args[1].astype(t), args[2].astype(t))
+    return np.where(args[0].astype(bool), convert(args[1], dtype), convert(args[2], dtype))
 
 
 def _np_convert(dtype: DType, args: Sequence[Array]) -> Array:
-    return args[0].astype(dtype.np)
+    return convert(args[0], dtype)
 
 
 # C ------------------------------------------------------------------------------------------
@@ -164,9 +223,41 @@ def _np_convert(dtype: DType, args: Sequence[Array]) -> Array:
 CRender = Callable[[DType, Sequence[CArg]], str]
 
 
+def c_convert(expr: str, src: DType, dst: DType) -> str:
+    """C text of the value of ``expr`` (of dtype ``src``) converted to ``dst`` by the rules
+    of :func:`convert`: a float to an integer type through the prelude's saturating
+    ``stripe_cvt_<src>_<dst>`` (a plain C cast is undefined out of range), anything else by
+    a C cast."""
+    if src.is_float and dst.is_int:
+        return f"stripe_cvt_{src.value}_{dst.value}({expr})"
+    return f"(({C_TYPES[dst]}){expr})"
+
+
 def _conv(dtype: DType, args: Sequence[CArg]) -> list[str]:
     """The operands converted to the result type."""
-    return [f"(({C_TYPES[dtype]}){a})" for a, _ in args]
+    return [c_convert(a, d, dtype) for a, d in args]
+
+
+def c_wrapping(op: str, dtype: DType, a: str, b: str) -> str:
+    """C text of ``a op b`` (``+``, ``-`` or ``*``; operands of type ``dtype``) as a value of
+    ``dtype``: for ``WIDE_INTS`` computed in the unsigned type of the same width, so that it
+    wraps modulo 2^bits instead of overflowing."""
+    t = C_TYPES[dtype]
+    if dtype in WIDE_INTS:
+        u = C_UNSIGNED[dtype]
+        return f"({t})(({u}){a} {op} ({u}){b})"
+    return f"({t})({a} {op} {b})"
+
+
+def c_nan_max(op: str, dtype: DType, a: str, b: str) -> str:
+    """C text of the larger (``op`` ``>``) or smaller (``<``) of ``a`` and ``b``; on floats
+    NaN when either is NaN (numpy's ``maximum``/``minimum``), through the prelude's
+    ``stripe_max_fp32`` and co (``codegen.c_runtime.min_max``), whose NaN test on ``b`` gcc
+    drops when ``b`` is a constant (``max(x, 0.0)`` is one ``vmaxps``). Integers: ``b op a
+    ? b : a``."""
+    if not dtype.is_float:
+        return f"({b} {op} {a} ? {b} : {a})"
+    return f"stripe_{'max' if op == '>' else 'min'}_{dtype.value}({a}, {b})"
 
 
 def _c_compare(op: str) -> CRender:
@@ -183,7 +274,29 @@ def _c_compare(op: str) -> CRender:
 def _c_binop(op: str) -> CRender:
     def render(dtype: DType, args: Sequence[CArg]) -> str:
         a, b = _conv(dtype, args)
+        if op in ("+", "-", "*"):
+            return c_wrapping(op, dtype, a, b)
         return f"({C_TYPES[dtype]})({a} {op} {b})"
+
+    return render
+
+
+def _c_shift(op: str) -> CRender:
+    """``<<`` or ``>>``, defined for every count: within ``[0, bits)`` in the unsigned type
+    (``<<``: wrapping) or arithmetic (``>>`` on signed types); outside it 0, or -1 for
+    ``>>`` of a negative value."""
+
+    def render(dtype: DType, args: Sequence[CArg]) -> str:
+        a, b = _conv(dtype, args)
+        t = C_TYPES[dtype]
+        if dtype is DType.BOOL:  # counts of 0 and 1, in int
+            return f"({t})({a} {op} {b})"
+        bits = dtype.itemsize * 8
+        out = f"{b} >= {bits}" if dtype is DType.UINT8 else f"{b} < 0 || {b} >= {bits}"
+        if op == "<<":
+            return f"({out} ? ({t})0 : ({t})(({C_UNSIGNED[dtype]}){a} << {b}))"
+        fill = f"({t})0" if dtype is DType.UINT8 else f"({a} < 0 ? ({t})-1 : ({t})0)"
+        return f"({out} ? {fill} : ({t})({a} >> {b}))"
 
     return render
 
@@ -195,7 +308,7 @@ def _c_logical(op: str) -> CRender:
 def _c_min_max(op: str) -> CRender:
     def render(dtype: DType, args: Sequence[CArg]) -> str:
         a, b = _conv(dtype, args)
-        return f"({a} {op} {b} ? {a} : {b})"
+        return c_nan_max(op, dtype, a, b)
 
     return render
 
@@ -210,13 +323,16 @@ def _c_call(fn: str, vector_f32: str = "") -> CRender:
             return f"{vector_f32}({', '.join(conv)})"
         if dtype.is_float:
             return f"{fn}{'f' if dtype is DType.FLOAT32 else ''}({', '.join(conv)})"
-        return f"({C_TYPES[dtype]}){fn}((double){conv[0]})"
+        return c_convert(f"{fn}((double){conv[0]})", DType.FLOAT64, dtype)
 
     return render
 
 
 def _c_neg(dtype: DType, args: Sequence[CArg]) -> str:
-    return f"({C_TYPES[dtype]})(-{_conv(dtype, args)[0]})"
+    (a,) = _conv(dtype, args)
+    if dtype in WIDE_INTS:
+        return c_wrapping("-", dtype, "0", a)
+    return f"({C_TYPES[dtype]})(-{a})"
 
 
 def _c_bit_not(dtype: DType, args: Sequence[CArg]) -> str:
@@ -228,7 +344,7 @@ def _c_not(dtype: DType, args: Sequence[CArg]) -> str:
 
 
 def _c_convert(dtype: DType, args: Sequence[CArg]) -> str:
-    return f"(({C_TYPES[dtype]}){args[0][0]})"
+    return c_convert(args[0][0], args[0][1], dtype)
 
 
 def _c_cond(dtype: DType, args: Sequence[CArg]) -> str:
@@ -240,8 +356,9 @@ def _c_div_expr(dtype: DType, args: Sequence[CArg]) -> str:
     a, b = _conv(dtype, args)
     if dtype.is_float:
         return f"({a} / {b})"
-    t = C_TYPES[dtype]  # by 0: 0; by -1: negation without INT_MIN / -1 trapping
-    return f"({b} == 0 ? ({t})0 : ({b} == -1 ? ({t})(0 - {a}) : ({t})({a} / {b})))"
+    t = C_TYPES[dtype]  # by 0: 0; by -1: negation, wrapping (INT_MIN / -1 would trap)
+    return (f"({b} == 0 ? ({t})0 : ({b} == -1 ? {c_wrapping('-', dtype, '0', a)} : "
+            f"({t})({a} / {b})))")
 
 
 def _c_mod_expr(dtype: DType, args: Sequence[CArg]) -> str:
@@ -263,7 +380,7 @@ def _c_abs(dtype: DType, args: Sequence[CArg]) -> str:
     (a,) = _conv(dtype, args)
     if dtype.is_float:
         return f"fabs{'f' if dtype is DType.FLOAT32 else ''}({a})"
-    return f"({a} < 0 ? ({C_TYPES[dtype]})(0 - {a}) : {a})"
+    return f"({a} < 0 ? {c_wrapping('-', dtype, '0', a)} : {a})"
 
 
 def _c_round(fn: str) -> CRender:
@@ -351,11 +468,10 @@ _ROWS = (
          cheap=True, exact=True),
     _row("bit_xor", 2, "integer", "^", _arith(None, np.bitwise_xor), _c_binop("^"),
          cheap=True, exact=True),
-    # shifts by a negative count or by the width or more are undefined in C: not folded
-    _row("shl", 2, "integer", "<<", _arith(None, np.left_shift), _c_binop("<<"),
-         cheap=False, exact=False),
-    _row("shr", 2, "integer", ">>", _arith(None, np.right_shift), _c_binop(">>"),
-         cheap=False, exact=False),
+    _row("shl", 2, "integer", "<<", _arith(None, _shl), _c_shift("<<"), cheap=False,
+         exact=False),
+    _row("shr", 2, "integer", ">>", _arith(None, _shr), _c_shift(">>"), cheap=False,
+         exact=False),
     _row("cond", 3, "common", "?", _np_cond, _c_cond, cheap=True, exact=True),
 )
 
@@ -377,5 +493,6 @@ def c_expr(name: str, dtype: DType, args: Sequence[CArg]) -> str:
     return INTRINSICS_TABLE[name].c(dtype, args)
 
 
-__all__ = ["ARITY", "CArg", "CHEAP", "C_TYPES", "EXACT", "INTRINSICS_TABLE", "IntrinsicInfo",
-           "NotDefined", "c_expr"]
+__all__ = ["ARITY", "CArg", "CHEAP", "C_TYPES", "C_UNSIGNED", "EXACT", "INTRINSICS_TABLE",
+           "IntrinsicInfo", "NotDefined", "WIDE_INTS", "c_convert", "c_expr", "c_nan_max",
+           "c_wrapping", "convert"]

@@ -174,12 +174,29 @@ static inline int stripe_overlap(const void *p, int64_t n, const void *q, int64_
 }
 static inline int64_t stripe_imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t stripe_imax(int64_t a, int64_t b) { return a > b ? a : b; }
+/* b to the power e, exact modulo 2^64 (computed unsigned: no signed overflow) */
 static inline int64_t stripe_ipow(int64_t b, int64_t e) {
-    int64_t r = 1;
+    uint64_t r = 1, x = (uint64_t)b;
     if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
-    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
-    return r;
+    while (e) { if (e & 1) r *= x; x *= x; e >>= 1; }
+    return (int64_t)r;
 }
+/* max and min that propagate NaN (docs/semantics.md) */
+static inline float stripe_max_fp32(float a, float b) { const float m = b > a ? b : a; return b != b ? b : m; }
+static inline float stripe_min_fp32(float a, float b) { const float m = b < a ? b : a; return b != b ? b : m; }
+static inline double stripe_max_fp64(double a, double b) { const double m = b > a ? b : a; return b != b ? b : m; }
+static inline double stripe_min_fp64(double a, double b) { const double m = b < a ? b : a; return b != b ? b : m; }
+/* float -> integer: truncated, saturated, NaN -> 0 (docs/semantics.md) */
+static inline int8_t stripe_cvt_fp32_i8(float x) { return x != x ? (int8_t)0 : x < -0x1.0000000000000p+7f ? INT8_MIN : x >= 0x1.0000000000000p+7f ? INT8_MAX : (int8_t)x; }
+static inline int16_t stripe_cvt_fp32_i16(float x) { return x != x ? (int16_t)0 : x < -0x1.0000000000000p+15f ? INT16_MIN : x >= 0x1.0000000000000p+15f ? INT16_MAX : (int16_t)x; }
+static inline int32_t stripe_cvt_fp32_i32(float x) { return x != x ? (int32_t)0 : x < -0x1.0000000000000p+31f ? INT32_MIN : x >= 0x1.0000000000000p+31f ? INT32_MAX : (int32_t)x; }
+static inline int64_t stripe_cvt_fp32_i64(float x) { return x != x ? (int64_t)0 : x < -0x1.0000000000000p+63f ? INT64_MIN : x >= 0x1.0000000000000p+63f ? INT64_MAX : (int64_t)x; }
+static inline uint8_t stripe_cvt_fp32_u8(float x) { return x != x ? (uint8_t)0 : x < 0x0.0p+0f ? 0 : x >= 0x1.0000000000000p+8f ? UINT8_MAX : (uint8_t)x; }
+static inline int8_t stripe_cvt_fp64_i8(double x) { return x != x ? (int8_t)0 : x < -0x1.0000000000000p+7 ? INT8_MIN : x >= 0x1.0000000000000p+7 ? INT8_MAX : (int8_t)x; }
+static inline int16_t stripe_cvt_fp64_i16(double x) { return x != x ? (int16_t)0 : x < -0x1.0000000000000p+15 ? INT16_MIN : x >= 0x1.0000000000000p+15 ? INT16_MAX : (int16_t)x; }
+static inline int32_t stripe_cvt_fp64_i32(double x) { return x != x ? (int32_t)0 : x < -0x1.0000000000000p+31 ? INT32_MIN : x >= 0x1.0000000000000p+31 ? INT32_MAX : (int32_t)x; }
+static inline int64_t stripe_cvt_fp64_i64(double x) { return x != x ? (int64_t)0 : x < -0x1.0000000000000p+63 ? INT64_MIN : x >= 0x1.0000000000000p+63 ? INT64_MAX : (int64_t)x; }
+static inline uint8_t stripe_cvt_fp64_u8(double x) { return x != x ? (uint8_t)0 : x < 0x0.0p+0 ? 0 : x >= 0x1.0000000000000p+8 ? UINT8_MAX : (uint8_t)x; }
 
 #define STRIPE_NSTATS 1
 static int64_t stripe_counters[1];
