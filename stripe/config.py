@@ -324,7 +324,7 @@ def load_config(target: str | os.PathLike[str]) -> Config:
 # drafts: a config being merged ---------------------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: list.index stays in C
 class _PassDraft:
     name: str
     type: str
@@ -341,6 +341,8 @@ class _Draft:
     compute: dict[str, int] = field(default_factory=dict)
     cflags: tuple[str, ...] = ()
     passes: list[_PassDraft] = field(default_factory=list)
+    by_name: dict[str, _PassDraft] = field(default_factory=dict)
+    """The named entries of ``passes``, for overrides and ``before:``/``after:``."""
     extends: tuple[str, ...] = ()
 
     def build(self, source: _Source) -> Config:
@@ -387,7 +389,7 @@ def _load_draft(source: _Source, chain: tuple[_Source, ...],
     if "passes" in top:
         seen: set[str] = set()
         for item in f.sequence(top["passes"], "passes"):
-            _merge_pass(f, item, draft.passes, seen)
+            _merge_pass(f, item, draft, seen)
     return draft
 
 
@@ -433,13 +435,13 @@ def _cflags(f: YamlFile, node: yaml.Node) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def _merge_pass(f: YamlFile, item: yaml.Node, passes: list[_PassDraft], seen: set[str]) -> None:
-    """Add one ``passes:`` entry to ``passes``, or override the entry of the same name. The
-    pipeline builder checks the pass type and the options."""
+def _merge_pass(f: YamlFile, item: yaml.Node, draft: _Draft, seen: set[str]) -> None:
+    """Add one ``passes:`` entry to the draft's passes, or override the entry of the same
+    name. The pipeline builder checks the pass type and the options."""
     keys = f.mapping(item, "a pass entry", PASS_KEYS)
     given = f.string(keys["type"], "pass type") if "type" in keys else None
     name = f.string(keys["name"], "pass name") if "name" in keys else given
-    old = next((p for p in passes if p.name == name), None)
+    old = draft.by_name.get(name) if name else None
     line = item.start_mark.line + 1
     if name is not None and name in seen:
         raise f.error(item, f"pass name '{excerpt(name)}' is used twice; give one a 'name:'")
@@ -462,27 +464,30 @@ def _merge_pass(f: YamlFile, item: yaml.Node, passes: list[_PassDraft], seen: se
                               f"{value.shown()}")
         options.update({str(k.value): (k, v) for k, v in value.items})
     entry = _PassDraft(name or "", ptype, options, f.path, line, type_line)
-    _place(f, keys, passes, old, entry)
+    _place(f, keys, draft, old, entry)
 
 
-def _place(f: YamlFile, keys: dict[str, yaml.Node], passes: list[_PassDraft],
-           old: _PassDraft | None, entry: _PassDraft) -> None:
+def _place(f: YamlFile, keys: dict[str, yaml.Node], draft: _Draft, old: _PassDraft | None,
+           entry: _PassDraft) -> None:
+    passes = draft.passes
     where = [k for k in ("before", "after") if k in keys]
     if len(where) == 2:
         raise f.error(keys["after"], "a pass entry takes 'before' or 'after', not both")
     pos = len(passes)
     if old is not None:
         pos = passes.index(old)
-        passes.remove(old)
+        del passes[pos]
     if where:
         anchor_node = keys[where[0]]
         anchor = f.string(anchor_node, where[0])
-        names = [p.name for p in passes]
-        if anchor not in names:
+        target = draft.by_name.get(anchor)
+        if target is None or target is old:
             raise f.error(anchor_node, f"'{where[0]}: {excerpt(anchor)}' names no earlier pass",
-                          names, "pass names")
-        pos = names.index(anchor) + (1 if where[0] == "after" else 0)
+                          [p.name for p in passes], "pass names")
+        pos = passes.index(target) + (1 if where[0] == "after" else 0)
     passes.insert(pos, entry)
+    if entry.name:
+        draft.by_name[entry.name] = entry
 
 
 # descriptions for the command line -----------------------------------------------------------

@@ -18,6 +18,7 @@ floats finite. Messages quote a value of the file only as a short excerpt
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import types
@@ -95,7 +96,11 @@ class YamlValue:
 
 # libyaml's parser when PyYAML was built with it (the same nodes and line marks, several times
 # faster: parsing the shipped configs in pure Python would be most of a warm compile)
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_C_LOADER = getattr(yaml, "CSafeLoader", None)
+_LOADER = _C_LOADER or yaml.SafeLoader
+_SCAN_FROM = 1 << 16
+"""Texts longer than this (in characters) are scanned for the limits before composing:
+composing takes several times longer than parsing, and a file this small composes fast."""
 TOP = "the config"
 """What messages call a file's top-level mapping (an unknown key there is named bare)."""
 
@@ -132,6 +137,8 @@ class YamlFile:
     def compose(self, text: str) -> yaml.Node | None:
         """The YAML node tree of ``text``, checked against the nesting and size limits."""
         try:
+            if len(text) > _SCAN_FROM or _LOADER is not _C_LOADER:
+                self._scan(text)
             root = yaml.compose(text, Loader=_LOADER)
         except yaml.MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
@@ -145,12 +152,34 @@ class YamlFile:
                               line) from None
         except yaml.YAMLError as e:
             raise ConfigError(f"YAML error: {excerpt(str(e), 100)}", self.path) from None
-        except RecursionError:  # only PyYAML's pure-Python composer recurses
+        except RecursionError:  # a safety net: the scan above bounds the composer's recursion
             raise ConfigError(f"values are nested more than {MAX_NESTING} levels deep",
-                              self.path, _deepest_line(text)) from None
+                              self.path) from None
         if root is not None:
             self._check_tree(root)
         return root
+
+    def _scan(self, text: str) -> None:
+        """ConfigError at the first YAML event past :data:`MAX_NESTING` levels or
+        :data:`MAX_VALUES` values (aliases counted once), before anything is composed: the
+        parser is a state machine, so this bounds the time a large file takes and the
+        recursion of PyYAML's pure-Python composer."""
+        depth = count = 0
+        for event in yaml.parse(text, Loader=_LOADER):
+            if isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            count += 1
+            if count > MAX_VALUES:
+                raise ConfigError(f"the file holds more than {MAX_VALUES} values", self.path,
+                                  event.start_mark.line + 1)
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_NESTING:
+                    raise ConfigError(f"values are nested more than {MAX_NESTING} levels deep",
+                                      self.path, event.start_mark.line + 1)
 
     def _check_tree(self, root: yaml.Node) -> None:
         """ConfigError when the tree nests deeper than :data:`MAX_NESTING` or holds more than
@@ -315,23 +344,6 @@ def _too_many_digits(text: str) -> bool:
     return len(digits.lstrip("0")) > 64
 
 
-def _deepest_line(text: str) -> int | None:
-    """The line where the YAML events of ``text`` first nest past :data:`MAX_NESTING`
-    (PyYAML's parser keeps a stack, not Python recursion)."""
-    depth = 0
-    try:
-        for event in yaml.parse(text, Loader=_LOADER):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_NESTING:
-                    return event.start_mark.line + 1
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-    except yaml.YAMLError:
-        pass
-    return None
-
-
 # option types --------------------------------------------------------------------------------
 
 
@@ -411,7 +423,7 @@ def build_dataclass(cls: type, items: Sequence[tuple[YamlValue, YamlValue]], wha
     A ``ValueError`` of the class's ``__post_init__`` becomes a ConfigError at ``where`` (a
     value, or a ConfigError that carries the place), its message prefixed by ``label``
     (default ``what``). ``value_what`` names a value in messages."""
-    hints = get_type_hints(cls)
+    hints = _hints(cls)
     names = [f.name for f in fields(cls)]
     kwargs: dict[str, object] = {}
     for key, value in items:
@@ -426,6 +438,12 @@ def build_dataclass(cls: type, items: Sequence[tuple[YamlValue, YamlValue]], wha
         return cls(**kwargs)
     except ValueError as e:
         raise _at(where, f"{label or what}: {e}") from e
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """The resolved field types of a dataclass (resolving them compiles each annotation)."""
+    return get_type_hints(cls)
 
 
 def _at(where: YamlValue | ConfigError, message: str) -> ConfigError:

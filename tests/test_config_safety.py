@@ -377,6 +377,34 @@ def test_keys(tmp_path: Path, text: str, line: int, message: str):
     assert message in str(e)
 
 
+def test_a_large_file_is_refused_at_the_value_limit(tmp_path: Path):
+    text = "target: t\nx:\n" + "- a\n" * ((MAX_FILE_BYTES - 20) // 4)
+    path = write(tmp_path, text)
+    e = refused(path, path)
+    assert f"more than {MAX_VALUES} values" in str(e) and e.line is not None
+
+
+def _many_passes(folder: Path, count: int) -> Path:
+    entries = "".join(f"  - {{name: p{i}, type: cleanup, after: p{i // 2}}}\n"
+                      for i in range(1, count))
+    return write(folder, f"target: t\npasses:\n  - {{name: p0, type: cleanup}}\n{entries}",
+                 f"p{count}.yaml")
+
+
+def test_loading_time_grows_linearly_with_the_entries(tmp_path: Path):
+    def cpu_seconds(count: int) -> float:
+        path = _many_passes(tmp_path, count)
+        start = time.process_time()
+        cfg = read_config(path)
+        assert len(cfg.passes) == count and cfg.passes[0].name == "p0"
+        return time.process_time() - start
+
+    small = min(cpu_seconds(1000) for _ in range(2))
+    large = cpu_seconds(8000)
+    # linear: about 8 times as long; quadratic (a search of the entries per entry): 64
+    assert large < 24 * small + 0.5, (small, large)
+
+
 # extends chains --------------------------------------------------------------------------------
 
 
