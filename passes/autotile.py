@@ -91,12 +91,13 @@ from stripe.ir import Block, Refinement
 from stripe.poly import Box
 from stripe.target import Target
 
-from .select import Selection, Site, rewrite
+from .select import Selection, Site, check_time, rewrite
 from .transforms.footprint import box_runs, cache_lines, tile_origin_residues
 from .transforms.layout import reduction_indexes
 from .transforms.parts import choose_parts, splittable
 from .transforms.stencils import Stencil, best_match
 from .transforms.tile import apply_tile, full_tile
+from .transforms.tile import divisors as divisors_of
 
 NAME = "autotile"
 
@@ -235,11 +236,22 @@ class Options(Selection):
     """Interleave: the inner block takes ``ceil(r/t)`` points spaced ``ceil(r/ceil(r/t))``
     apart (one from each tile of the chosen tiling), the outer block the offsets."""
 
+    max_sizes: int = 64
+    """At most this many candidate sizes per index; 0: no limit. A range with more
+    divisors and powers of two below it (720720 has 240 divisors) keeps this many of them,
+    evenly spaced in the ascending list, the smallest and the range itself included."""
+
+    max_tiles: int = 40000
+    """At most this many tiles costed per block (the search's budget); 0: no limit. The
+    search grows with the product of the indexes' candidate counts (a 12-index contraction
+    with 3 sizes each has 531441 tiles); when the budget runs out the cheapest tile found so
+    far wins."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("min_split_range", "min_unit_run", "max_sizes_product", "max_input_size",
                      "max_output_size", "max_total_size", "max_streams", "cache_width",
-                     "units_min_work", "stream_start"):
+                     "units_min_work", "stream_start", "max_sizes", "max_tiles"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0 means no limit), "
                                  f"got {getattr(self, name)}")
@@ -276,7 +288,7 @@ def run(block: Block, options: Options, target: Target) -> Block:
 def _autotile(block: Block, site: Site, options: Options) -> Block:
     if any(r.fresh for r in block.refs):
         return block  # a fresh view's instance is the whole block (see fold_init)
-    best = choose_tile(block, options, ancestors=site.ancestors)
+    best = choose_tile(block, options, ancestors=site.ancestors, path=site.path)
     if best is None or all(t == block.idx(n).range for n, t in best.tile
                            if not block.idx(n).is_passed_in):
         return block
@@ -413,23 +425,33 @@ def unit_imbalance(block: Block, sizes: Mapping[str, int], options: Options) -> 
     return units * max(busy) / sum(shares)
 
 
-def choose_tile(block: Block, options: Options, *,
-                ancestors: Sequence[Block] = ()) -> TileCost | None:
+def choose_tile(block: Block, options: Options, *, ancestors: Sequence[Block] = (),
+                path: str = "") -> TileCost | None:
     """The cheapest tile of ``block`` within the caps, or None if none fits (or the block has
-    no index to split). Visits every tile within the caps (see the module docstring)."""
+    no index to split). Visits every tile within the caps, up to ``options.max_tiles`` of
+    them (see the module docstring); ``path`` names the block when the compile-time budget
+    runs out (:func:`stripe.passes.select.check_time`)."""
     free = _free_indexes(block, options)
     if not free:
         return None
-    align = stencil_alignment(block, options.stencils)
+    align = stencil_alignment(block, options.stencils, path=path)
     sizes = {n: _candidate_sizes(block.idx(n).range, options, align.get(n, 1)) for n in free}
     for n in _unit_stride_indexes(block) & set(free) if options.min_unit_run else ():
         r = block.idx(n).range
         sizes[n] = tuple(t for t in sizes[n] if t >= min(r, options.min_unit_run))
+    if options.max_sizes:
+        sizes = {n: _thin(c, options.max_sizes) for n, c in sizes.items()}
     start = {n: sizes[n][0] for n in free}
     best: TileCost | None = None
     todo = [start]
     seen = {tuple(start.values())}
+    costed = 0
     while todo:
+        if options.max_tiles and costed >= options.max_tiles:
+            break  # the budget is spent: the best so far wins
+        if costed % 256 == 0:
+            check_time(path)
+        costed += 1
         tile = todo.pop()
         tc = tile_cost(block, tile, options, ancestors=ancestors)
         if tc.cost is None and _over_size_caps(tc, options):
@@ -455,12 +477,14 @@ def _free_indexes(block: Block, options: Options) -> tuple[str, ...]:
                  and (options.acc_idxs or i.name not in reductions))
 
 
-def stencil_alignment(block: Block, stencils: Sequence[Stencil]) -> dict[str, int]:
+def stencil_alignment(block: Block, stencils: Sequence[Stencil], *,
+                      path: str = "") -> dict[str, int]:
     """Index name -> the size of the stencil slot it is matched to (slots of fixed size of
-    the cheapest of ``stencils`` that matches ``block`` with padding; empty if none does)."""
+    the cheapest of ``stencils`` that matches ``block`` with padding, within the stencil
+    search's default budget; empty if none does)."""
     if not stencils:
         return {}
-    match = best_match(block, stencils, allow_pad=True)
+    match = best_match(block, stencils, allow_pad=True, path=path)
     if match is None:
         return {}
     return {name: size for _, name, size in match.slots if size > 1}
@@ -489,8 +513,7 @@ def _candidate_sizes(r: int, options: Options, multiple: int = 1) -> tuple[int, 
         base = _candidate_sizes(-(-r // multiple), options)
         return tuple(sorted({min(multiple * c, r) for c in base}))
     po2 = {1 << k for k in range(r.bit_length()) if 1 << k < r} | {r}
-    divisors = {d for d in range(1, math.isqrt(r) + 1) if r % d == 0}
-    divisors |= {r // d for d in divisors}
+    divisors = set(divisors_of(r))
     if options.only_po2 and options.only_even:
         return tuple(sorted((po2 & divisors) | {r}))
     if options.only_po2:
@@ -498,6 +521,17 @@ def _candidate_sizes(r: int, options: Options, multiple: int = 1) -> tuple[int, 
     if options.only_even:
         return tuple(sorted(divisors))
     return tuple(sorted(po2 | divisors))
+
+
+def _thin(sizes: tuple[int, ...], most: int) -> tuple[int, ...]:
+    """At most ``most`` of the ascending ``sizes``, evenly spaced by rank, the first and
+    the last kept."""
+    if len(sizes) <= most:
+        return sizes
+    if most == 1:
+        return sizes[-1:]
+    last = len(sizes) - 1
+    return tuple(sizes[k * last // (most - 1)] for k in range(most))
 
 
 def _is_costed(r: Refinement, options: Options) -> bool:

@@ -73,14 +73,15 @@ keeps A's (or B's) tags.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from stripe import poly, tags
+from stripe import tags
 from stripe.ir import Block, Index, RefDir, Statement
 from stripe.target import Target
 
-from .select import ALL, Selection, Site, rewrite, statement_uses
+from .select import ALL, Selection, Site, check_time, rewrite, statement_uses
 from .transforms.footprint import box_lines
 from .transforms.fusion_legality import (
     driver_dims,
@@ -88,6 +89,7 @@ from .transforms.fusion_legality import (
     maps_valid,
     member_maps,
     movable,
+    points_disjoint,
     points_independent,
     supported_member,
 )
@@ -145,9 +147,18 @@ class Options(Selection):
     unfused, while a layer norm's sum of squares (each row read by one point) and its
     broadcast scale and bias vectors (4 KiB) fuse."""
 
+    max_views: int = 32
+    """Only fuse when the fused block views at most this many of the parent's buffers
+    (its members' buffers together); 0: no limit. The work of one fusion grows with the
+    size of the fused block, so this budget keeps a long chain's fusion linear in its
+    length: a chain of elementwise kernels fuses in pieces of about this many kernels, each
+    piece's last result materialised for the next."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         Selection(self.parent_reqs)  # the same rule for 'all'
+        if self.max_views < 0:
+            raise ValueError(f"max_views must be >= 0 (0 means no limit), got {self.max_views}")
 
 
 def run(block: Block, options: Options, target: Target) -> Block:
@@ -164,14 +175,9 @@ def run(block: Block, options: Options, target: Target) -> Block:
 
 
 def _fuse_children(parent: Block, site: Site, options: Options) -> Block:
-    context = site.ancestors + (parent,)
-    stmts = parent.stmts
-    failed: set[tuple[str, tuple[Statement, ...]]] = set()
-    while True:
-        fused = _fuse_once(stmts, context, options, failed)
-        if fused is None:
-            return parent.replace(stmts=stmts)
-        stmts = fused
+    """``parent`` with its children fused, group by group, until nothing fuses."""
+    search = _Search(parent, site.ancestors + (parent,), options, site.path)
+    return parent.replace(stmts=search.run())
 
 
 def _matches(block: Block, extra: tuple[str, ...], options: Options) -> bool:
@@ -181,60 +187,163 @@ def _matches(block: Block, extra: tuple[str, ...], options: Options) -> bool:
     return block.has_tags(reqs)
 
 
-def _fuse_once(stmts: tuple[Statement, ...], context: tuple[Block, ...], options: Options,
-               failed: set[tuple[str, tuple[Statement, ...]]]) -> tuple[Statement, ...] | None:
-    """The statements with the first fusable group fused, or None. ``failed`` remembers
-    the attempts that failed, by intermediate and statements from the first member to B
-    (all that an attempt depends on)."""
-    for i, a in enumerate(stmts):
-        if not (isinstance(a, Block) and _matches(a, options.a_reqs, options)):
-            continue
-        for j, t in _consumers(stmts, i, context[-1]):
-            b = stmts[j]
-            if not (isinstance(b, Block) and _matches(b, options.b_reqs, options)):
-                continue
-            members = _members(stmts, i, j, t)
-            if members is None:
-                continue
-            key = (t, stmts[members[0]:j + 1])
-            if key in failed:
-                continue
-            fused = _try_group(stmts, members, t, context, options)
-            if fused is not None:
-                return fused
-            failed.add(key)
-    return None
+class _Search:
+    """The fusion search over one parent's statements.
 
+    It fuses the first fusable group in statement order (the producer A by position, then
+    its consumers B by position), then searches again, until nothing fuses. Each statement
+    keeps a *key*, its original position: a fused block takes the key of its B, so keys
+    stay in statement order. The buffers' users are indexed once (buffer -> keys of the
+    statements touching it), so finding A's consumers and a group's members does not
+    rescan the statements.
 
-def _consumers(stmts: Sequence[Statement], i: int,
-               parent: Block) -> Iterator[tuple[int, str]]:
-    """(position, buffer) of the first statement after ``i`` touching each buffer that
-    statement ``i`` writes, when that statement reads it; by position."""
-    found: dict[str, int] = {}
-    for t, (_, writes) in _uses(stmts[i]).items():
-        if not writes or not parent.has_ref(t):
-            continue
-        for j in range(i + 1, len(stmts)):
-            use = _uses(stmts[j]).get(t)
-            if use is not None:
-                if use[0]:
+    Every attempt at producer ``i`` depends only on the statements from the group's first
+    member to ``reach[i]``, the last of the first users after ``i`` of the buffers ``i``
+    writes (members before ``i`` touch such a buffer, and a fused block touches only what
+    its members touched). After a fusion of members ``M``, a producer ``i < min(M)`` whose
+    reach stays below ``min(M)`` fails again exactly as before, so the search resumes at
+    the first producer whose reach gets there (a max-tree over the keys finds it), not at
+    the first statement.
+    """
+
+    def __init__(self, parent: Block, context: tuple[Block, ...], options: Options,
+                 path: str) -> None:
+        self.parent = parent
+        self.context = context
+        self.options = options
+        self.path = path
+        self.stmts: list[Statement | None] = list(parent.stmts)
+        self.uses = [statement_uses(s) for s in parent.stmts]
+        self.live = list(range(len(self.stmts)))
+        self.users: dict[str, list[int]] = {}
+        for k, u in enumerate(self.uses):
+            for name in u:
+                self.users.setdefault(name, []).append(k)
+        self.reach = _MaxTree(len(self.stmts))
+        self.failed: set[tuple[str, tuple[Statement, ...]]] = set()
+
+    def run(self) -> tuple[Statement, ...]:
+        pos = 0
+        while pos < len(self.live):
+            check_time(self.path)
+            i = self.live[pos]
+            fused = self._attempt(i)
+            if fused is None:
+                pos += 1
+                continue
+            members, block = fused
+            restart = self.reach.first_at_least(members[0], members[0])
+            self._replace(members, block)
+            pos = bisect_left(self.live, members[0] if restart is None else restart)
+        return tuple(s for s in self.stmts if s is not None)
+
+    def _attempt(self, i: int) -> tuple[list[int], Block] | None:
+        """The first group with producer ``i`` that fuses (its member keys and the fused
+        block), or None; records ``i``'s reach."""
+        self.reach.set(i, -1)
+        a = self.stmts[i]
+        if not (isinstance(a, Block) and _matches(a, self.options.a_reqs, self.options)):
+            return None
+        found: dict[str, int] = {}
+        reach = -1
+        for t, (_, writes) in self.uses[i].items():
+            if not writes or not self.parent.has_ref(t):
+                continue
+            users = self.users[t]
+            k = bisect_right(users, i)
+            if k < len(users):
+                j = users[k]
+                reach = max(reach, j)
+                if self.uses[j][t][0]:
                     found[t] = j
-                break
-    yield from sorted(((j, t) for t, j in found.items()), key=lambda p: p[0])
+        self.reach.set(i, reach)
+        for j, t in sorted(((j, t) for t, j in found.items()), key=lambda p: p[0]):
+            b = self.stmts[j]
+            if not (isinstance(b, Block) and _matches(b, self.options.b_reqs, self.options)):
+                continue
+            users = self.users[t]
+            members = users[:bisect_left(users, j)] + [j]
+            if members[-2] != i or not all(isinstance(self.stmts[k], Block) for k in members):
+                continue
+            span = self.live[bisect_left(self.live, members[0]):bisect_right(self.live, j)]
+            stmts = tuple(self.stmts[k] for k in span)
+            key = (t, stmts)
+            if key in self.failed:
+                continue
+            where = {k: n for n, k in enumerate(span)}
+            fused = _try_group(stmts, [where[k] for k in members], t, self.context,  # type: ignore[arg-type]
+                               self.options)
+            if fused is not None:
+                return members, fused
+            self.failed.add(key)
+        return None
+
+    def _replace(self, members: list[int], block: Block) -> None:
+        """The members' statements replaced by ``block`` at the last member's key."""
+        *gone, j = members
+        for k in gone:
+            for name in self.uses[k]:
+                users = self.users[name]
+                del users[bisect_left(users, k)]
+            del self.live[bisect_left(self.live, k)]
+            self.stmts[k] = None
+            self.reach.set(k, -1)
+        new = statement_uses(block)
+        for name in self.uses[j]:
+            if name not in new:
+                users = self.users[name]
+                del users[bisect_left(users, j)]
+        for name in new:
+            if name not in self.uses[j]:
+                insort(self.users.setdefault(name, []), j)
+        self.uses[j] = new
+        self.stmts[j] = block
 
 
-def _uses(s: Statement) -> dict[str, tuple[bool, bool]]:
-    """The parent's buffers that a statement touches: name -> (reads, writes)."""
-    return statement_uses(s)
+class _MaxTree:
+    """Values at keys ``0 .. n-1`` (initially -1): set one, find the first key below a
+    bound whose value reaches a threshold; both in O(log n)."""
+
+    def __init__(self, n: int) -> None:
+        self.size = 1
+        while self.size < max(n, 1):
+            self.size *= 2
+        self.tree = [-1] * (2 * self.size)
+
+    def set(self, key: int, value: int) -> None:
+        k = key + self.size
+        self.tree[k] = value
+        k //= 2
+        while k:
+            self.tree[k] = max(self.tree[2 * k], self.tree[2 * k + 1])
+            k //= 2
+
+    def first_at_least(self, threshold: int, below: int) -> int | None:
+        """The smallest key ``< below`` whose value is ``>= threshold``, or None."""
+        return self._first(1, 0, self.size, threshold, below)
+
+    def _first(self, node: int, lo: int, hi: int, threshold: int, below: int) -> int | None:
+        if lo >= below or self.tree[node] < threshold:
+            return None
+        if hi - lo == 1:
+            return lo
+        mid = (lo + hi) // 2
+        left = self._first(2 * node, lo, mid, threshold, below)
+        if left is not None:
+            return left
+        return self._first(2 * node + 1, mid, hi, threshold, below)
 
 
 # the group -----------------------------------------------------------------------------------
 
 
 def _try_group(stmts: tuple[Statement, ...], members: list[int], t: str,
-               context: tuple[Block, ...], options: Options) -> tuple[Statement, ...] | None:
-    """Fuse the group (A is the last member but one, B the last) on ``t``; the new
-    statements, or None."""
+               context: tuple[Block, ...], options: Options) -> Block | None:
+    """The fused block of the group (positions ``members`` in ``stmts``, A the last member
+    but one, B the last) on ``t``, or None."""
+    if options.max_views and len(set().union(*(statement_uses(stmts[k]) for k in members))) \
+            > options.max_views:
+        return None
     if not movable(stmts, members, context[-1]):
         return None
     group = [stmts[k] for k in members]
@@ -245,11 +354,8 @@ def _try_group(stmts: tuple[Statement, ...], members: list[int], t: str,
     for driver in (b, a):
         fused = _fuse_group(group, driver, t, context, options)  # type: ignore[arg-type]
         if fused is not None:
-            fused = fused.replace(name=f"{a.name}+{b.name}",
-                                  tags=_fused_tags(a, b) | frozenset(options.fused_set))
-            gone = set(members[:-1])
-            j = members[-1]
-            return tuple(fused if k == j else s for k, s in enumerate(stmts) if k not in gone)
+            return fused.replace(name=f"{a.name}+{b.name}",
+                                 tags=_fused_tags(a, b) | frozenset(options.fused_set))
     return None
 
 
@@ -259,21 +365,9 @@ def _fused_tags(a: Block, b: Block) -> frozenset[str]:
     return b.tags if a.tags & {tags.INIT, tags.ZERO} else a.tags
 
 
-def _members(stmts: Sequence[Statement], i: int, j: int, t: str) -> list[int] | None:
-    """Positions of the statements before ``j`` that touch ``t`` (none between ``i`` and
-    ``j``), then ``j``; None when one of them is not a block."""
-    users = [k for k in range(j) if t in _uses(stmts[k])]
-    if users[-1] != i:
-        return None
-    members = users + [j]
-    if not all(isinstance(stmts[k], Block) for k in members):
-        return None
-    return members
-
-
 def _outputs_match(b: Block, t: str, parent: Block) -> bool:
     sizes = parent.ref(t).shape.sizes
-    outs = [n for n, (_, w) in _uses(b).items() if w]
+    outs = [n for n, (_, w) in statement_uses(b).items() if w]
     return all(parent.ref(n).shape.sizes == sizes for n in outs)
 
 
@@ -328,7 +422,7 @@ def _shared_bytes(views: Mapping[str, View], fidxs: Sequence[Index], parent: Blo
     for x, v in views.items():
         if not (v.ref.dir.reads or v.ref.dir is RefDir.NONE):
             continue
-        if poly.points_disjoint(fidxs, (), v.ref.access, v.ref.shape.sizes):
+        if points_disjoint(tuple(fidxs), v.ref.access, v.ref.shape.sizes):
             continue
         decl = parent.ref(x)
         largest = max(largest, decl.shape.elem_count * decl.dtype.itemsize)

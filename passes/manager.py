@@ -17,11 +17,21 @@ after every such pass, on the same seeded random inputs (or the given ``inputs``
 compares each pass's outputs with the outputs before it. Either failure -- and any exception
 a pass raises -- becomes a :class:`PassError` naming the entry (display name, position in
 ``config.passes``, pass type, and the file and line that configured it).
+
+The pipeline runs under a compile-time budget: ``seconds=`` or, when None, the environment
+variable ``STRIPE_COMPILE_SECONDS`` (a positive number; ``inf``: no budget), else
+:data:`DEFAULT_COMPILE_SECONDS`. It is checked between passes (after the verifier and the
+check), before each block a pass selects, and inside the long searches; once spent,
+:class:`OutOfTime` (a :class:`stripe.errors.LimitError`) names the pass entry and the block
+path it was working on.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
+import time
 from collections.abc import Mapping
 from typing import get_type_hints
 
@@ -40,6 +50,7 @@ from stripe.errors import StripeError, VerifyError
 from stripe.interp import interpret
 from stripe.ir import Block
 from stripe.passes import REGISTRY, option_docs
+from stripe.passes.select import OutOfTime, time_budget
 from stripe.target import Target
 from stripe.verify import verify as verify_ir
 
@@ -47,6 +58,32 @@ Trace = list[tuple[str, Block]]
 
 CHECK_SEED = 0
 """Seed of the random inputs that ``check=True`` generates."""
+
+DEFAULT_COMPILE_SECONDS = 300.0
+"""The compile-time budget of :func:`run_pipeline`, in seconds, unless ``seconds=`` or the
+environment variable ``STRIPE_COMPILE_SECONDS`` gives another."""
+
+
+def compile_seconds(seconds: float | None = None) -> float:
+    """The compile-time budget: ``seconds`` when given, else ``STRIPE_COMPILE_SECONDS`` (a
+    positive number, ``inf`` for none), else :data:`DEFAULT_COMPILE_SECONDS`. A value that is
+    not a positive number raises ValueError (``seconds``) or StripeError (the variable)."""
+    if seconds is not None:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+                or not seconds > 0:
+            raise ValueError(f"seconds must be a positive number, got {seconds!r}")
+        return float(seconds)
+    text = os.environ.get("STRIPE_COMPILE_SECONDS", "").strip()
+    if not text:
+        return DEFAULT_COMPILE_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:
+        raise StripeError(f"STRIPE_COMPILE_SECONDS={text[:40]!r} is not a positive number "
+                          f"of seconds (inf: no budget)")
+    return value
 
 
 class PassError(StripeError):
@@ -182,34 +219,51 @@ def decide(program: Block, target: Target) -> Block:
 
 
 def run_pipeline(program: Block, config: Config, *, verify: bool = False, check: bool = False,
-                 inputs: Mapping[str, np.ndarray] | None = None) -> tuple[Block, Trace]:
+                 inputs: Mapping[str, np.ndarray] | None = None,
+                 seconds: float | None = None) -> tuple[Block, Trace]:
     """Run ``config.passes`` on ``program``, the back end's decision passes last
     (:func:`pipeline`); return the final block and the trace. A config whose passes are not
     resolved yet (:func:`stripe.config.read_config`) is resolved first, so that its
-    mistakes surface before any pass runs."""
+    mistakes surface before any pass runs. ``seconds`` is the compile-time budget
+    (:func:`compile_seconds`); past it, :class:`OutOfTime` names the pass and the block."""
     config = resolve(config)
+    budget = compile_seconds(seconds)
+    start = time.monotonic()
     if verify:
         verify_ir(program)
     checker = _Checker(program, inputs) if check else None
     trace: Trace = [("lower", program)]
     block = program
-    for index, entry in pipeline(config):
-        info = REGISTRY[entry.type]
-        try:
-            new = info.run(block, entry.options, config.target)
-        except Exception as e:  # any failure inside a pass is reported with its name
-            raise PassError(entry, index, "failed", f"{type(e).__name__}: {e}") from e
-        if new is not block:
-            if verify:
-                try:
-                    verify_ir(new)
-                except VerifyError as e:
-                    raise PassError(entry, index, "broke the IR", str(e)) from e
-            if checker is not None:
-                checker.compare(new, entry, index)
-        trace.append((entry.name, new))
-        block = new
+    with time_budget(budget):
+        for index, entry in pipeline(config):
+            info = REGISTRY[entry.type]
+            try:
+                new = info.run(block, entry.options, config.target)
+            except OutOfTime as e:
+                raise OutOfTime(budget, e.path, entry.name, index, entry.type,
+                                _where(entry)) from None
+            except Exception as e:  # any failure inside a pass is reported with its name
+                raise PassError(entry, index, "failed", f"{type(e).__name__}: {e}") from e
+            if new is not block:
+                if verify:
+                    try:
+                        verify_ir(new)
+                    except VerifyError as e:
+                        raise PassError(entry, index, "broke the IR", str(e)) from e
+                if checker is not None:
+                    checker.compare(new, entry, index)
+            if time.monotonic() - start > budget:
+                raise OutOfTime(budget, "", entry.name, index, entry.type,
+                                _where(entry) + (" (or in checking its result)"
+                                                 if new is not block and (verify or check)
+                                                 else ""))
+            trace.append((entry.name, new))
+            block = new
     return block, trace
+
+
+def _where(entry: PassEntry) -> str:
+    return f" ({entry.path} line {entry.line})" if entry.path else ""
 
 
 # check: run before and after -----------------------------------------------------------------
@@ -285,5 +339,6 @@ def mismatch(got: np.ndarray, want: np.ndarray) -> str | None:
             f"{got[k]!r} instead of {want[k]!r}")
 
 
-__all__ = ["CHECK_SEED", "PassError", "Trace", "describe_passes", "mismatch", "random_inputs",
-           "resolve", "run_pipeline"]
+__all__ = ["CHECK_SEED", "DEFAULT_COMPILE_SECONDS", "OutOfTime", "PassError", "Trace",
+           "compile_seconds", "describe_passes", "mismatch", "random_inputs", "resolve",
+           "run_pipeline"]

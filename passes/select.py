@@ -15,14 +15,25 @@ Each selected block comes with its :class:`Site`: the chain of its ancestors (ou
 as the polyhedral bridge wants them) and its path string ``program/main/kernel_1`` for error
 messages (block names joined by ``/``, an unnamed block shown as ``#<position>``, as the
 verifier writes them).
+
+The compile-time budget: the pass manager runs a pipeline under :func:`time_budget`;
+:func:`rewrite` then checks the clock before each selected block, and a pass's long searches
+call :func:`check_time` with the block path they work on. Past the budget, both raise
+:class:`OutOfTime` (a :class:`stripe.errors.LimitError`) naming that path; outside a budget
+they cost a context-variable lookup and never raise.
 """
 
 from __future__ import annotations
 
+import contextvars
+import math
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+from stripe.errors import LimitError
 from stripe.ir import Block, Load, RefDir, Special, Statement, Store
 
 ALL = "all"
@@ -106,6 +117,7 @@ def rewrite(root: Block, selection: Selection, fn: BlockFn, *,
 def _rewrite(block: Block, site: Site, selection: Selection, fn: BlockFn,
              order: Literal["pre", "post"]) -> Block:
     if order == "pre" and selection.matches(block):
+        check_time(site.path)
         block = fn(block, site)
     stmts = list(block.stmts)
     changed = False
@@ -118,11 +130,67 @@ def _rewrite(block: Block, site: Site, selection: Selection, fn: BlockFn,
     if changed:
         block = block.replace(stmts=tuple(stmts))
     if order == "post" and selection.matches(block):
+        check_time(site.path)
         block = fn(block, site)
     return block
 
 
-__all__ = ["ALL", "BlockFn", "Selection", "Site", "block_label", "rewrite", "select"]
+# the compile-time budget ---------------------------------------------------------------------
+
+
+class OutOfTime(LimitError):
+    """The compile-time budget ran out. Carries ``seconds`` (the budget), ``path`` (the block
+    being worked on; empty between passes) and, once the pass manager has added them,
+    ``pass_name``, ``index`` and ``pass_type`` of the pipeline entry that was running."""
+
+    def __init__(self, seconds: float, path: str = "", pass_name: str = "", index: int = -1,
+                 pass_type: str = "", where: str = "") -> None:
+        self.seconds = seconds
+        self.path = path
+        self.pass_name = pass_name
+        self.index = index
+        self.pass_type = pass_type
+        what = f"pass '{pass_name}' (passes[{index}], type {pass_type}){where}" \
+            if pass_name else "a pass"
+        at = f" at block {path}" if path else ""
+        super().__init__(f"the compile-time budget of {seconds:g} s ran out in {what}{at} "
+                         f"(STRIPE_COMPILE_SECONDS or run_pipeline(seconds=...) sets it)")
+
+
+@dataclass(frozen=True)
+class _Budget:
+    seconds: float
+    end: float  # time.monotonic() past which the budget is spent
+
+
+_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("stripe_time_budget",
+                                                                           default=None)
+
+
+@contextmanager
+def time_budget(seconds: float) -> Iterator[None]:
+    """Run the body under a budget of ``seconds`` (``math.inf``: none): :func:`check_time`
+    raises :class:`OutOfTime` once it is spent. Requires: ``seconds > 0``."""
+    if not seconds > 0:
+        raise ValueError(f"seconds must be > 0, got {seconds}")
+    end = time.monotonic() + seconds if math.isfinite(seconds) else math.inf
+    token = _BUDGET.set(_Budget(seconds, end))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def check_time(path: str = "") -> None:
+    """Raise :class:`OutOfTime` naming block ``path`` when the current budget is spent;
+    nothing outside :func:`time_budget`."""
+    budget = _BUDGET.get()
+    if budget is not None and time.monotonic() > budget.end:
+        raise OutOfTime(budget.seconds, path)
+
+
+__all__ = ["ALL", "BlockFn", "OutOfTime", "Selection", "Site", "block_label", "check_time",
+           "rewrite", "select", "time_budget"]
 
 
 def statement_uses(s: Statement) -> dict[str, tuple[bool, bool]]:

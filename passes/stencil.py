@@ -82,8 +82,14 @@ from stripe.affine import Affine
 from stripe.ir import Block, Index, Refinement, Statement
 from stripe.target import Target
 
-from .select import Selection, Site, rewrite
-from .transforms.stencils import Match, Stencil, best_match, best_per_stencil
+from .select import Selection, Site, check_time, rewrite
+from .transforms.stencils import (
+    DEFAULT_MAX_STEPS,
+    Match,
+    Stencil,
+    best_match,
+    best_per_stencil,
+)
 from .transforms.substitute import substitute_indexes
 from .transforms.tile import apply_tile
 
@@ -138,8 +144,17 @@ class Options(Selection):
     speed; matched on their own, the tail's 2 x 14 pixels run 6 at a time along the row.
     Empty: never split."""
 
+    max_steps: int = DEFAULT_MAX_STEPS
+    """At most this many placements of an index in a slot tried per stencil and block (the
+    assignment search's budget); 0: no limit. The assignments are built slot by slot and
+    only indexes whose size and stride codes can hold are placed, so a contraction with
+    many indexes stays well within it unless its indexes fit many slots alike; when it runs
+    out, the cheapest match found so far wins."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.max_steps < 0:
+            raise ValueError(f"max_steps must be >= 0 (0 means no limit), got {self.max_steps}")
         slots = sorted({i.name for t in self.stencils for i in t.idxs})
         unknown = [n for n in self.split_tails if n not in slots]
         if unknown:
@@ -165,10 +180,12 @@ def _stencil_children(parent: Block, site: Site, stencils: Sequence[Stencil],
     ancestors = site.ancestors + (parent,)
     stmts: list[Statement] = []
     changed = False
-    for s in parent.stmts:
+    for k, s in enumerate(parent.stmts):
         if (isinstance(s, Block) and options.matches(s) and not s.sub_blocks
                 and STENCIL not in s.tags and not any(r.fresh for r in s.refs)):
-            plan, _ = _plan_pieces(s, stencils, options, frozenset())
+            path = site.child(parent, s, k).path
+            check_time(path)
+            plan, _ = _plan_pieces(s, stencils, options, frozenset(), path)
             if plan:
                 stmts += [apply_match(b, m, options, ancestors=ancestors) for b, m in plan]
                 changed = True
@@ -178,7 +195,7 @@ def _stencil_children(parent: Block, site: Site, stencils: Sequence[Stencil],
 
 
 def _plan_pieces(block: Block, stencils: Sequence[Stencil], options: Options,
-                 done: frozenset[str]) -> tuple[list[tuple[Block, Match]], float]:
+                 done: frozenset[str], path: str = "") -> tuple[list[tuple[Block, Match]], float]:
     """How to stencil ``block``: as one block, or as its full tiles followed by its tail's
     pieces (see ``Options.split_tails``; not again on the indexes in ``done``), whichever
     costs less; as (piece, match) pairs, and their cost (points times the match's cost per
@@ -188,7 +205,8 @@ def _plan_pieces(block: Block, stencils: Sequence[Stencil], options: Options,
     match overall: a 6-row kernel on 14 rows pads more than a 5-row one (18 rows against
     15), but split into 12 rows and a tail matched along the row it pads nothing."""
     best: tuple[list[tuple[Block, Match]], float] = ([], math.inf)
-    for match in best_per_stencil(block, stencils, options.allow_pad):
+    for match in best_per_stencil(block, stencils, options.allow_pad,
+                                  max_steps=options.max_steps, path=path):
         whole = match.cost * block.range_product
         if whole < best[1] * (1 - 1e-6):
             best = ([(block, match)], whole)
@@ -201,14 +219,15 @@ def _plan_pieces(block: Block, stencils: Sequence[Stencil], options: Options,
             head = block.replace(idxs=tuple(
                 Index(i.name, full, i.affine, i.tags) if i.name == name else i
                 for i in block.idxs))
-            head_match = best_match(head, stencils, allow_pad=options.allow_pad)
+            head_match = best_match(head, stencils, allow_pad=options.allow_pad,
+                                    max_steps=options.max_steps, path=path)
             if head_match is None:
                 continue
             tail = substitute_indexes(block, {name: Affine.of(name) + full}).replace(
                 name=f"{block.name}_{name}_tail" if block.name else f"{name}_tail",
                 idxs=tuple(Index(i.name, rng - full, i.affine, i.tags) if i.name == name
                            else i for i in block.idxs))
-            tail_plan, tail_cost = _plan_pieces(tail, stencils, options, done | {name})
+            tail_plan, tail_cost = _plan_pieces(tail, stencils, options, done | {name}, path)
             if not tail_plan:
                 continue
             cost = head_match.cost * head.range_product + tail_cost
@@ -220,7 +239,8 @@ def _plan_pieces(block: Block, stencils: Sequence[Stencil], options: Options,
 def _stencil(block: Block, site: Site, stencils: Sequence[Stencil], options: Options) -> Block:
     if block.sub_blocks or STENCIL in block.tags or any(r.fresh for r in block.refs):
         return block  # (a fresh view's instance is the whole block: see fold_init)
-    match = best_match(block, stencils, allow_pad=options.allow_pad)
+    match = best_match(block, stencils, allow_pad=options.allow_pad,
+                       max_steps=options.max_steps, path=site.path)
     if match is None:
         return block
     return apply_match(block, match, options, ancestors=site.ancestors)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 from stripe import poly
@@ -147,14 +148,26 @@ def points_independent(members: Sequence[Block], views: Mapping[str, Refinement]
     Requires: ``members`` placed inside F, ``views`` F's view of each parent buffer they
     view, by name. Guarantees: when True, every element of such a buffer is written and
     read inside one point of F, in the members' order (``stripe.poly.points_disjoint``)."""
+    touching: dict[str, int] = {}
+    written: set[str] = set()
+    for m in members:
+        for x in {r.from_ for r in m.refs if not r.is_alloc}:
+            touching[x] = touching.get(x, 0) + 1
+        written.update(r.from_ for r in m.refs
+                       if not r.is_alloc and (r.dir.writes or r.dir is RefDir.NONE))
     for x, v in views.items():
-        touching = [m for m in members if any(r.from_ == x for r in m.refs)]
-        writes = any(r.from_ == x and (r.dir.writes or r.dir is RefDir.NONE)
-                     for m in members for r in m.refs)
-        if (writes and len(touching) > 1
-                and not poly.points_disjoint(fidxs, (), v.access, v.shape.sizes)):
+        if (x in written and touching.get(x, 0) > 1
+                and not points_disjoint(tuple(fidxs), v.access, v.shape.sizes)):
             return False
     return True
+
+
+@lru_cache(maxsize=1 << 12)
+def points_disjoint(fidxs: tuple[Index, ...], access: tuple[Affine, ...],
+                    extents: tuple[int, ...]) -> bool:
+    """``stripe.poly.points_disjoint`` of the fused points (no constraint), memoised: a
+    fused chain asks it for many views of the same access and extents."""
+    return poly.points_disjoint(fidxs, (), access, extents)
 
 
 def _alias_key(parent: Block, name: str) -> str:
@@ -203,5 +216,5 @@ def movable(stmts: Sequence[Statement], members: Sequence[int], parent: Block) -
 
 __all__ = [
     "AccessDim", "IndexMap", "driver_dims", "fused_indexes", "maps_valid", "member_maps",
-    "movable", "points_independent", "supported_member",
+    "movable", "points_disjoint", "points_independent", "supported_member",
 ]

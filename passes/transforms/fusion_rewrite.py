@@ -117,19 +117,22 @@ def _relative_refs(k: Block, maps: Mapping[str, IndexMap]
              for x, m in maps.items()}
     refs: list[Refinement] = []
     fparts: dict[str, tuple[Affine, ...]] = {}
+    split: dict[tuple[Affine, ...], tuple[tuple[Affine, ...], tuple[Affine, ...]]] = {}
     for r in k.refs:
         if r.is_alloc:
             refs.append(r)
             continue
-        fpart = []
-        for a in r.access:
-            f = Affine()
-            for x, c in a.terms:
-                if x in maps:
-                    f = f + Affine.of(maps[x].f) * (c * maps[x].coef)
-            fpart.append(f)
-        fparts[r.into] = tuple(fpart)
-        refs.append(with_field(r, access=tuple(a.substitute(local) for a in r.access)))
+        if r.access not in split:  # views of one access (a fused chain's) split alike
+            fpart = []
+            for a in r.access:
+                f = Affine()
+                for x, c in a.terms:
+                    if x in maps:
+                        f = f + Affine.of(maps[x].f) * (c * maps[x].coef)
+                fpart.append(f)
+            split[r.access] = (tuple(fpart), tuple(a.substitute(local) for a in r.access))
+        fparts[r.into], access = split[r.access]
+        refs.append(with_field(r, access=access))
     return tuple(refs), fparts
 
 
@@ -153,19 +156,53 @@ def fused_views(placed: Sequence[Member], shell: Block,
     part F carries plus the box's low corner, its direction and aggregation the members'."""
     found: dict[str, list[tuple[Refinement, poly.Box | None]]] = {}
     fpart: dict[str, tuple[Affine, ...]] = {}
+    ancestors = context + (shell,)
     for m in placed:
+        direct = _direct_only(m.block)
         for r in m.block.refs:
             if r.is_alloc:
                 continue
             if fpart.setdefault(r.from_, m.fparts[r.into]) != m.fparts[r.into]:
                 return None
+            probe = _probe(m.block, r) if r.into in direct else m.block
             try:
-                box = poly.footprint(m.block, r.into, ancestors=context + (shell,))
+                box = poly.footprint(probe, _PROBE if probe is not m.block else r.into,
+                                     ancestors=ancestors)
             except ValueError:
                 return None
             found.setdefault(r.from_, []).append((r, box))
     parent = context[-1]
     return {x: _view(parent.ref(x), uses, fpart[x]) for x, uses in found.items()}
+
+
+_PROBE = "$probe"
+
+
+def _direct_only(k: Block) -> set[str]:
+    """The views of ``k`` that only its own loads and stores touch (at least one of them;
+    no special, no child block)."""
+    direct: set[str] = set()
+    other: set[str] = set()
+    for s in k.stmts:
+        if isinstance(s, Load):
+            direct.add(s.from_)
+        elif isinstance(s, Store):
+            direct.add(s.into)
+        elif isinstance(s, Special):
+            other.update(s.inputs + s.outputs)
+        elif isinstance(s, Block):
+            other.update(r.from_ for r in s.refs if not r.is_alloc)
+    return direct - other
+
+
+def _probe(k: Block, r: Refinement) -> Block:
+    """A block whose footprint through its one view ``$probe`` is that of ``k`` through
+    ``r``, when only loads and stores of ``k`` itself touch ``r``: the same indexes and
+    constraints, ``r`` renamed, one load. Views of equal access and shape give equal probes,
+    which ``poly``'s memo then answers once (a fused chain's views all look alike)."""
+    view = with_field(r, into=_PROBE, from_=_PROBE, tags=frozenset())
+    return Block(idxs=k.idxs, constraints=k.constraints, refs=(view,),
+                 stmts=(Load(_PROBE, "$x"),))
 
 
 def _view(decl: Refinement, uses: list[tuple[Refinement, poly.Box | None]],
@@ -208,7 +245,7 @@ def fused_block(group: Sequence[Block], placed: Sequence[Member], views: Mapping
 
 
 def _shift(k: Block, views: Mapping[str, View]) -> Block:
-    refs = tuple(r if r.is_alloc else
+    refs = tuple(r if r.is_alloc or not any(views[r.from_].lo) else
                  with_field(r, access=tuple(a - lo for a, lo in zip(r.access,
                                                                     views[r.from_].lo)))
                  for r in k.refs)
@@ -225,7 +262,7 @@ def _statements(members: Sequence[Block],
     """F's statement list: each member as a block, or its statements when it is a single
     point whose views are exactly F's views."""
     out: list[Statement] = []
-    scalars: set[str] = set()
+    scalars = _Scalars()
     for k in members:
         inlined = _inline(k, views, scalars)
         if inlined is None:
@@ -253,8 +290,31 @@ def _inlinable(k: Block, views: Mapping[str, Refinement]) -> bool:
     return True
 
 
+class _Scalars(set):
+    """The scalar names F's statements define, with :func:`stripe.names.fresh_name`'s
+    choice of a new one (``x``, else the first free ``x_0``, ``x_1``, ...) remembering
+    where the search for each base stopped: names are only added, so the numbers below it
+    stay taken, and a long fused chain's ``$A_0 .. $A_n`` are not searched again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next: dict[str, int] = {}
+
+    def fresh(self, base: str) -> str:
+        if base not in self:
+            name = base
+        else:
+            k = self.next.get(base, 0)
+            while f"{base}_{k}" in self:
+                k += 1
+            self.next[base] = k + 1
+            name = f"{base}_{k}"
+        self.add(name)
+        return name
+
+
 def _inline(k: Block, views: Mapping[str, Refinement],
-            scalars: set[str]) -> list[Statement] | None:
+            scalars: _Scalars) -> list[Statement] | None:
     if not _inlinable(k, views):
         return None
     refs = {r.into: r.from_ for r in k.refs}
@@ -264,8 +324,7 @@ def _inline(k: Block, views: Mapping[str, Refinement],
     names: dict[str, str] = {}
 
     def define(x: str) -> str:
-        names[x] = fresh_name(x, scalars, start=0)
-        scalars.add(names[x])
+        names[x] = scalars.fresh(x)
         return names[x]
 
     out: list[Statement] = []

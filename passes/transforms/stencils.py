@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from stripe.ir import Block, Index, RefDir, Refinement
 
+from ..select import check_time
 from .layout import ref_stride
 
 _CODES = (-1, 0, 1)
@@ -158,11 +159,39 @@ def _cost(block: Block, stencil: Stencil, tile: dict[str, int]) -> float:
             / max(block.range_product, 1))
 
 
-def matches(block: Block, stencil: Stencil, k: int = 0, *,
-            allow_pad: bool = False) -> Iterator[Match]:
+DEFAULT_MAX_STEPS = 200_000
+"""The default budget of :func:`matches`: slot assignments tried per stencil and block."""
+
+
+class _Steps:
+    """A budget of steps shared by one search; ``spent`` once it runs out."""
+
+    def __init__(self, most: int, path: str) -> None:
+        self.left = most if most > 0 else -1
+        self.path = path
+        self.spent = False
+
+    def take(self) -> bool:
+        """One step; False (and ``spent``) when the budget has run out."""
+        if self.left == 0:
+            self.spent = True
+            return False
+        self.left -= 1
+        if self.left % 4096 == 0:
+            check_time(self.path)
+        return True
+
+
+def matches(block: Block, stencil: Stencil, k: int = 0, *, allow_pad: bool = False,
+            max_steps: int = DEFAULT_MAX_STEPS, path: str = "") -> Iterator[Match]:
     """Every match of ``stencil`` (at position ``k`` of its list) on ``block``.
     Requires: nothing. Guarantees: in enumeration order (module docstring), each with its
-    cost rounded to 10 significant digits; none when the view counts differ."""
+    cost rounded to 10 significant digits; none when the view counts differ. The
+    assignments are built slot by slot, an index placed in a slot only when its size and
+    stride codes can hold there (for some order of the views), so the search visits only
+    what can still match; it stops after ``max_steps`` placements tried (0: no limit),
+    having yielded the matches found so far. ``path`` names the block when the
+    compile-time budget runs out."""
     outs, ins = _views(block)
     if len(outs) != stencil.n_outs or len(ins) != stencil.n_ins:
         return
@@ -170,24 +199,43 @@ def matches(block: Block, stencil: Stencil, k: int = 0, *,
     reductions = ({i.name for i in free if i.range > 1
                    and all(ref_stride(r, i.name) == 0 for r in outs)}
                   if stencil.whole_reduction else set())
-    for chosen in itertools.permutations(free, len(stencil.idxs)):
-        if not all(_size_ok(s.size, i.range, allow_pad) for s, i in zip(stencil.idxs, chosen)):
-            continue
-        if not reductions <= {i.name for i in chosen}:
-            continue
-        for o_perm in itertools.permutations(outs):
-            if not _strides_ok(stencil, chosen, o_perm, "outs"):
+    steps = _Steps(max_steps, path)
+    o_perms = list(itertools.permutations(outs))
+    i_perms = list(itertools.permutations(ins))
+    slots = stencil.idxs
+    chosen: list[Index] = []
+
+    def place(depth: int, o_ok: list[int], i_ok: list[int],
+              missing: int) -> Iterator[Match]:
+        if depth == len(slots):
+            for o in o_ok:
+                for i in i_ok:
+                    yield _make_match(block, stencil, k, chosen, o_perms[o], i_perms[i])
+            return
+        slot = slots[depth]
+        for idx in free:
+            if not steps.take():
+                return
+            if idx in chosen or not _size_ok(slot.size, idx.range, allow_pad):
                 continue
-            for i_perm in itertools.permutations(ins):
-                if _strides_ok(stencil, chosen, i_perm, "ins"):
-                    yield _make_match(block, stencil, k, chosen, o_perm, i_perm)
+            left = missing - (idx.name in reductions)
+            if left > len(slots) - depth - 1:
+                continue  # too few slots left for the reductions not placed yet
+            o_next = [o for o in o_ok if all(_code_ok(c, ref_stride(r, idx.name))
+                                             for c, r in zip(slot.outs, o_perms[o]))]
+            i_next = [i for i in i_ok if all(_code_ok(c, ref_stride(r, idx.name))
+                                             for c, r in zip(slot.ins, i_perms[i]))]
+            if not o_next or not i_next:
+                continue
+            chosen.append(idx)
+            yield from place(depth + 1, o_next, i_next, left)
+            chosen.pop()
+            if steps.spent:
+                return
 
-
-def _strides_ok(stencil: Stencil, chosen: Sequence[Index], refs: Sequence[Refinement],
-                which: str) -> bool:
-    return all(_code_ok(code, ref_stride(r, i.name))
-               for s, i in zip(stencil.idxs, chosen)
-               for code, r in zip(getattr(s, which), refs))
+    if len(slots) <= len(free):
+        yield from place(0, list(range(len(o_perms))), list(range(len(i_perms))),
+                         len(reductions))
 
 
 def _make_match(block: Block, stencil: Stencil, k: int, chosen: Sequence[Index],
@@ -198,24 +246,27 @@ def _make_match(block: Block, stencil: Stencil, k: int, chosen: Sequence[Index],
     return Match(k, slots, m.outs, m.ins, float(f"{cost:.10g}"))
 
 
-def best_match(block: Block, stencils: Sequence[Stencil], *,
-               allow_pad: bool = False) -> Match | None:
+def best_match(block: Block, stencils: Sequence[Stencil], *, allow_pad: bool = False,
+               max_steps: int = DEFAULT_MAX_STEPS, path: str = "") -> Match | None:
     """The cheapest match of any of ``stencils`` on ``block``, or None.
     Requires: nothing. Guarantees: ties go to the stencil declared first, then to the first
-    match found; ``Match.stencil`` is the position in ``stencils``."""
-    found = best_per_stencil(block, stencils, allow_pad)
+    match found; ``Match.stencil`` is the position in ``stencils``; each stencil's search
+    within ``max_steps`` (:func:`matches`)."""
+    found = best_per_stencil(block, stencils, allow_pad, max_steps=max_steps, path=path)
     return found[0] if found else None
 
 
-def best_per_stencil(block: Block, stencils: Sequence[Stencil],
-                      allow_pad: bool) -> list[Match]:
+def best_per_stencil(block: Block, stencils: Sequence[Stencil], allow_pad: bool, *,
+                     max_steps: int = DEFAULT_MAX_STEPS, path: str = "") -> list[Match]:
     """The cheapest match of each of ``stencils`` that matches ``block``.
     Requires: nothing. Guarantees: cheapest first (ties: the stencil declared first), so
-    the first is :func:`best_match`; at most one per stencil."""
+    the first is :func:`best_match`; at most one per stencil; each the cheapest of what
+    :func:`matches` finds within ``max_steps``."""
     found = []
     for k, stencil in enumerate(stencils):
         best: Match | None = None
-        for m in matches(block, stencil, k, allow_pad=allow_pad):
+        for m in matches(block, stencil, k, allow_pad=allow_pad, max_steps=max_steps,
+                         path=path):
             if best is None or m.cost < best.cost:
                 best = m
         if best is not None:
@@ -223,4 +274,5 @@ def best_per_stencil(block: Block, stencils: Sequence[Stencil],
     return sorted(found, key=lambda m: m.cost)
 
 
-__all__ = ["Match", "Stencil", "StencilIndex", "best_match", "best_per_stencil", "matches"]
+__all__ = ["DEFAULT_MAX_STEPS", "Match", "Stencil", "StencilIndex", "best_match",
+           "best_per_stencil", "matches"]

@@ -37,6 +37,94 @@ from stripe.poly import Box
 from .substitute import substitute_indexes
 
 
+def divisors(n: int) -> tuple[int, ...]:
+    """Every divisor of ``n``, ascending, from its prime factors.
+    Requires: ``1 <= n < 2**64``. Guarantees: exact; the cost grows with the number of
+    divisors (at most a few hundred thousand below ``2**64``), not with ``n``."""
+    if n < 1:
+        raise ValueError(f"divisors of {n}: n must be >= 1")
+    out = [1]
+    for p, e in sorted(_factor_counts(n).items()):
+        out = [d * p**k for d in out for k in range(e + 1)]
+    return tuple(sorted(out))
+
+
+_SMALL_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
+
+
+def _factor_counts(n: int) -> dict[int, int]:
+    """Prime -> exponent for ``n >= 1``: trial division by small primes, then Miller-Rabin
+    and Pollard's rho (Brent) on what is left."""
+    counts: dict[int, int] = {}
+    for p in _SMALL_PRIMES:
+        while n % p == 0:
+            counts[p] = counts.get(p, 0) + 1
+            n //= p
+    stack = [n] if n > 1 else []
+    while stack:
+        m = stack.pop()
+        if _is_prime(m):
+            counts[m] = counts.get(m, 0) + 1
+            continue
+        d = _rho(m)
+        stack += [d, m // d]
+    return counts
+
+
+def _is_prime(n: int) -> bool:
+    """Miller-Rabin with the first twelve primes as bases: exact below ``3.3 * 10**24``."""
+    if n < 2:
+        return False
+    for p in _SMALL_PRIMES:
+        if n % p == 0:
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d //= 2
+        s += 1
+    for a in _SMALL_PRIMES:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def _rho(n: int) -> int:
+    """A non-trivial factor of the odd composite ``n`` (Brent's variant of Pollard's rho,
+    deterministic: constants 1, 2, 3, ... until one succeeds)."""
+    c = 1
+    while True:
+        y, r, q, g = 2, 1, 1, 1
+        x = ys = y
+        while g == 1:
+            x = y
+            for _ in range(r):
+                y = (y * y + c) % n
+            k = 0
+            while k < r and g == 1:
+                ys = y
+                for _ in range(min(128, r - k)):
+                    y = (y * y + c) % n
+                    q = q * abs(x - y) % n
+                g = math.gcd(q, n)
+                k += 128
+            r *= 2
+        if g == n:
+            g = 1
+            while g == 1:
+                ys = (ys * ys + c) % n
+                g = math.gcd(abs(x - ys), n)
+        if g != n:
+            return g
+        c += 1
+
+
 def full_tile(block: Block, tile: Mapping[str, int]) -> dict[str, int]:
     """A tile size for every index of ``block``, in index order.
     Requires: ``tile`` names indexes of ``block`` with sizes in ``[1, range]`` (else
@@ -258,4 +346,4 @@ def _view(r: Refinement, from_: str, access: tuple[Affine, ...],
                       r.is_const, r.tags, fresh)
 
 
-__all__ = ["apply_tile", "fresh_cuts", "full_tile"]
+__all__ = ["apply_tile", "divisors", "fresh_cuts", "full_tile"]
