@@ -185,7 +185,7 @@ class _Source:
 
 def _read_regular_file(path: Path, where: tuple[str, int | None]) -> bytes:
     def refuse(why: str) -> ConfigError:
-        return ConfigError(f"config file '{path}' {why}", *where)
+        return ConfigError(f"config file '{_short(str(path))}' {why}", *where)
 
     try:
         real = os.path.realpath(path)
@@ -217,6 +217,11 @@ def _read_regular_file(path: Path, where: tuple[str, int | None]) -> bytes:
         raise refuse(_os_problem(e)) from None
     finally:
         os.close(fd)
+
+
+def _short(path: str, limit: int = 120) -> str:
+    """A path as a message shows it: whole up to ``limit`` characters, else its end."""
+    return path if len(path) <= limit else "..." + path[3 - limit:]
 
 
 def _os_problem(e: OSError | ValueError) -> str:
@@ -357,12 +362,11 @@ def _load_draft(source: _Source, chain: tuple[_Source, ...],
                 where: tuple[str, int | None]) -> _Draft:
     """The merged draft of ``source`` and its parents; ``chain`` holds the files that extend
     it, ``where`` the place of the reference to it (the ``extends`` key's file and line)."""
+    files = " -> ".join(_short(c.display) for c in chain + (source,))
     if source.key in {c.key for c in chain}:
-        raise ConfigError("extends cycle: " + " -> ".join(c.display for c in chain + (source,)),
-                          *where)
+        raise ConfigError(f"extends cycle: {files}", *where)
     if len(chain) > MAX_EXTENDS:
-        raise ConfigError(f"extends chain longer than {MAX_EXTENDS} files: "
-                          + " -> ".join(c.display for c in chain + (source,)), *where)
+        raise ConfigError(f"extends chain longer than {MAX_EXTENDS} files: {files}", *where)
     f = YamlFile(source.display)
     root = f.compose(f.decode(source.read(where)))
     if root is None:

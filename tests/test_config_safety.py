@@ -202,6 +202,12 @@ def test_paths_the_file_system_refuses(target: str, message: str):
     assert message in str(e)
 
 
+def test_long_paths_are_shown_by_their_end(tmp_path: Path):
+    name = "d" * 3000 + "/base.yaml"
+    e = refused(write(tmp_path, f"target: t\nextends: {name}\n"), tmp_path / "x.yaml", 2)
+    assert "base.yaml' cannot be read" in str(e) and len(str(e)) < 400
+
+
 @pytest.mark.parametrize("target", [None, b"cpu_avx2", 3])
 def test_the_target_argument_is_a_name_or_a_path(target: object):
     with pytest.raises(TypeError, match="target must be a config name or a path"):
