@@ -9,12 +9,21 @@ Public API::
     prog = stripe.compile(source, inputs)   # C through cffi; prog(**arrays) -> {output: ndarray}
     prog = stripe.compile(source, inputs, target="cpu_avx2")  # a config's passes and Target
     x = stripe.arrays.empty((m, n))         # 64-byte aligned arrays for inputs and out=
+
+Every error a caller can provoke is a :class:`StripeError`. Arguments of a wrong type raise
+:class:`ArgumentTypeError` (also a ``TypeError``), of a wrong value :class:`ArgumentError`
+(also a ``ValueError``), naming the argument; Tile and IR text report their mistakes with a
+line and column (:class:`TileError`, :class:`IRParseError`); sizes past the documented
+limits (docs/limits.md) raise :class:`LimitError`. What each entry point accepts is in its
+docstring: :func:`compile` and :meth:`Program.run` (``stripe.compiler``), the array helpers
+(``stripe.arrays``).
 """
 
 from __future__ import annotations
 
 from . import _checkout, arrays  # noqa: F401  (_checkout first: it maps the subpackages)
 from .affine import Affine
+from .arrays import ArgumentError, ArgumentTypeError
 from .codegen.build import CompileError
 from .compiler import Program, compile
 from .config import Config, ConfigError, list_configs, load_config
@@ -23,6 +32,7 @@ from .errors import (
     InterpreterError,
     IRError,
     IRParseError,
+    LimitError,
     ShapeError,
     StripeError,
     TileError,
@@ -56,12 +66,13 @@ from .verify import verify
 __version__ = "0.1.0"
 
 __all__ = [
-    "Affine", "AggOp", "arrays", "Block", "CompileError", "Constant", "DType", "IRError",
-    "IRParseError",
+    "Affine", "AggOp", "ArgumentError", "ArgumentTypeError", "arrays", "Block", "CompileError",
+    "Constant", "DType", "IRError", "IRParseError",
     "HOST", "Index", "Program", "compile", "Config", "ConfigError", "PassError", "Target",
     "list_configs",
     "load_config", "run_pipeline",
-    "InterpreterError", "Intrinsic", "Load", "LoadIndex", "Location", "RefDir", "Refinement",
+    "InterpreterError", "Intrinsic", "LimitError", "Load", "LoadIndex", "Location", "RefDir",
+    "Refinement",
     "ShapeError", "Special", "StripeError", "Store", "TensorDim", "TensorShape", "TileError",
     "TileSyntaxError", "VerifyError", "interpret", "lower", "parse_ir", "print_ir", "verify",
 ]

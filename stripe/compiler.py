@@ -347,7 +347,10 @@ def _check_names(arrays: Mapping[object, object], what: str) -> None:
 
 def _check_array(value: object, what: str) -> np.ndarray:
     if not isinstance(value, np.ndarray):
-        raise ArgumentTypeError(f"{what}: expected a numpy array, got {type(value).__name__}")
+        hint = " (numpy.asarray makes an array of it)" if isinstance(
+            value, (np.generic, int, float, bool, list, tuple)) else ""
+        raise ArgumentTypeError(f"{what}: expected a numpy array, got "
+                                f"{type(value).__name__}{hint}")
     if isinstance(value, np.ma.MaskedArray):
         raise ArgumentError(f"{what}: a masked array, whose mask the program would ignore "
                             f"(pass numpy.ma.getdata(a), or a.filled(value))")
@@ -366,8 +369,8 @@ def check_outputs(expected: Mapping[str, BufferSpec], inputs: Mapping[str, objec
     _check_names(out, "out")
     if not expected.keys() >= out.keys():
         unknown = sorted(_shown(n) for n in out if n not in expected)
-        raise ArgumentError(f"out: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} "
-                            f"not an output of this program (outputs: "
+        what = "is not an output" if len(unknown) == 1 else "are not outputs"
+        raise ArgumentError(f"out: {', '.join(unknown)} {what} of this program (outputs: "
                             f"{', '.join(expected) or 'none'})")
     given: dict[str, np.ndarray] = {}
     for name, value in out.items():
