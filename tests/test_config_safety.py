@@ -4,6 +4,7 @@ fuzzer over the shipped configs. Every outcome is a Config or a ConfigError nami
 
 from __future__ import annotations
 
+import copy
 import os
 import random
 import re
@@ -13,8 +14,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -514,7 +517,7 @@ def test_mutants_of_shipped_configs_load_or_fail_cleanly(tmp_path_factory:
     folder = tmp_path_factory.mktemp("mutants")
     texts = [p.read_text() for p in SHIPPED]
     assert {p.stem for p in SHIPPED} >= {n.split("/")[-1] for n in list_configs()}
-    examples = 1000 if settings._current_profile == "long" else 150
+    examples = 3000 if settings._current_profile == "long" else 200
 
     @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -522,6 +525,68 @@ def test_mutants_of_shipped_configs_load_or_fail_cleanly(tmp_path_factory:
     def run(seed: int) -> None:
         rng = random.Random(seed)
         check_mutant(folder, mutate(rng.choice(texts), rng))
+
+    run()
+
+
+STRUCT_KEYS = ["name", "type", "size", "outs", "ins", "idxs", "startup_cost", "point_cost",
+               "reqs", "options", "after", "before", "x"]
+STRUCT_SCALARS: list[object] = [
+    0, -1, 1, 2, 3, 7, 16, 64, 2**31, 2**62, INT_MAX, INT_MIN, 2**64, 0.0, -0.0, 0.5, -1.5,
+    1e300, 5e-324, float("inf"), float("nan"), True, False, None, "", "x", "main", "kernel",
+    "contraction", "L1", "L2", "CPU", "m", "n", "k", "-O3", "a" * 200, "cleanup", "autotile",
+    "in", "out"]
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> object:
+    r = rng.randrange(10)
+    if r < 2 and depth < 4:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    if r < 4 and depth < 4:
+        return {rng.choice(STRUCT_KEYS): _random_value(rng, depth + 1)
+                for _ in range(rng.randrange(4))}
+    return rng.choice(STRUCT_SCALARS)
+
+
+def mutate_structure(data: object, rng: random.Random) -> str:
+    """A shipped config's YAML data with 1 to 3 values replaced, removed, duplicated or
+    added at random places (well-formed YAML with wrong values), as text."""
+    data = copy.deepcopy(data)
+    for _ in range(rng.randint(1, 3)):
+        places: list[tuple[Any, Any]] = []
+        stack: list[object] = [data]
+        while stack:
+            node = stack.pop()
+            items = node.items() if isinstance(node, dict) else \
+                enumerate(node) if isinstance(node, list) else ()
+            for key, value in items:
+                places.append((node, key))
+                stack.append(value)
+        parent, key = rng.choice(places)
+        op = rng.randrange(4)
+        if op == 1 and isinstance(parent, dict):
+            del parent[key]
+        elif op == 2 and isinstance(parent[key], list) and parent[key]:
+            parent[key].append(copy.deepcopy(rng.choice(parent[key])))
+        elif op == 3 and isinstance(parent[key], dict):
+            parent[key][rng.choice(STRUCT_KEYS)] = _random_value(rng)
+        else:
+            parent[key] = _random_value(rng)
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def test_wrong_values_in_shipped_configs_load_or_fail_cleanly(tmp_path_factory:
+                                                              pytest.TempPathFactory):
+    folder = tmp_path_factory.mktemp("structural")
+    datas = [yaml.safe_load(p.read_text()) for p in SHIPPED]
+    examples = 2000 if settings._current_profile == "long" else 100
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.integers(0, 2**32 - 1))
+    def run(seed: int) -> None:
+        rng = random.Random(seed)
+        check_mutant(folder, mutate_structure(rng.choice(datas), rng).encode())
 
     run()
 
