@@ -121,7 +121,11 @@ def _private_dir() -> Path:
     """This process's own temporary cache, removed when it exits."""
     global _private
     if _private is None:
-        _private = Path(tempfile.mkdtemp(prefix="stripe-cache-"))
+        try:
+            _private = Path(tempfile.mkdtemp(prefix="stripe-cache-"))
+        except OSError as e:
+            raise StripeError(f"neither the stripe cache {cache_dir()} nor a temporary "
+                              f"directory ({tempfile.gettempdir()}) can be written: {e}") from e
         atexit.register(shutil.rmtree, _private, ignore_errors=True)
     return _private
 

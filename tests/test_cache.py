@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import warnings
@@ -27,6 +28,7 @@ import stripe.compiler as compiler_mod
 from stripe import pipeline_cache
 from stripe.codegen.c_emitter import emit_c
 from stripe.config import load_config
+from stripe.errors import StripeError
 from stripe.passes.manager import run_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -250,6 +252,17 @@ def test_a_cache_path_that_is_not_a_directory_falls_back(tmp_path, monkeypatch, 
         warnings.simplefilter("error")  # warned once
         assert run_module(build_mod.build(tiny(12))) == 12
     assert blocker.read_text() == "keep me"
+
+
+def test_no_writable_directory_at_all_is_a_clear_error(tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("STRIPE_CACHE_DIR", str(blocker))
+    monkeypatch.setattr(build_mod, "_loaded", {})
+    monkeypatch.setattr(build_mod, "_private", None)
+    monkeypatch.setattr(tempfile, "tempdir", str(blocker))
+    with pytest.warns(RuntimeWarning), pytest.raises(StripeError, match="can be written"):
+        build_mod.build(tiny(14))
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
