@@ -60,7 +60,7 @@ from .interp_memory import (
     read_view,
     write_view,
 )
-from .interp_ops import SPECIALS, apply_intrinsic
+from .interp_ops import SPECIALS, apply_intrinsic, convert_to
 from .ir import (
     INTRINSICS,
     AggOp,
@@ -251,7 +251,7 @@ def _store(s: Store, batch: Batch) -> None:
     ref = _ref(batch, s.into, what)
     _writable(ref, batch, what)
     check_element0(ref, batch, what)
-    value = _scalar(batch, s.from_, what).astype(ref.dtype)  # C assignment conversion
+    value = convert_to(_scalar(batch, s.from_, what), ref.dtype)  # a store's conversion
     if ref.decl.fresh:
         _fresh_start(ref, batch, what)
     if ref.decl.agg_op is AggOp.ASSIGN:
@@ -291,7 +291,7 @@ def _constant(s: Constant, batch: Batch) -> None:
     if not isinstance(s.value, (bool, int, float, np.generic)):
         raise InterpreterError(f"{what} has a non-numeric value {s.value!r}", batch.path)
     try:
-        value = np.asarray(s.value).astype(s.dtype.np)
+        value = convert_to(np.asarray(s.value), s.dtype.np)
     except (OverflowError, TypeError, ValueError) as e:
         raise InterpreterError(f"{what} = {s.value!r} is not a {s.dtype}: {e}", batch.path) from e
     _define(batch, s.name, np.full(batch.size, value, dtype=s.dtype.np), what)
