@@ -9,6 +9,10 @@ This module walks blocks and runs statements; :mod:`stripe.interp_memory` holds 
 the refinements of a batch and their bounds checks, :mod:`stripe.interp_ops` what intrinsics
 and specials compute.
 
+Before anything is allocated, the program is checked against the limits of
+``docs/limits.md`` (:func:`check_limits`): blocks nested at most ``MAX_BLOCK_DEPTH`` deep,
+integers within 64 bits, and every allocation, one copy each, within ``STRIPE_MAX_BYTES``.
+
 How it runs (clarity first, then numpy):
 
 * Memory is flat. Every allocation is a 1-D numpy array; element ``c`` of an allocation

@@ -4,7 +4,10 @@ except that literals are *weak* (they do not widen a tensor's type).
 The result is a typed tree (:class:`TTensor`, :class:`TConst`, :class:`TIndex`, :class:`TOp`)
 whose ``op`` names are Stripe intrinsics, or a :class:`TSpecial` for a whole-statement
 ``reshape``/``gather``/``scatter``. Subexpressions made only of literals and dimension names
-are folded here (with C integer semantics) into one weak literal.
+are folded here into one weak literal: integers exactly, with C division and remainder, every
+intermediate value within 64 bits (a located TileLimitError otherwise); floats as IEEE
+doubles (``floor(1e309)`` is infinity, ``min``/``max`` propagate NaN). Expressions are walked
+with an explicit stack, never by recursion.
 
 Literal rules (``docs/tile.md``): an integer literal takes the other operand's type (int32
 next to a bool); a float literal takes the other operand's type if it is a float type,
