@@ -122,8 +122,8 @@ class YamlFile:
         """The text of a file's bytes: ConfigError (with the line of the offending byte)
         when it is larger than :data:`MAX_FILE_BYTES`, holds a NUL byte or is not UTF-8."""
         if len(data) > MAX_FILE_BYTES:
-            raise ConfigError(f"the file is larger than the limit of {MAX_FILE_BYTES} bytes "
-                              f"({len(data)} bytes)", self.path)
+            raise ConfigError(f"the file is larger than the limit of {MAX_FILE_BYTES} bytes",
+                              self.path)
         nul = data.find(b"\0")
         if nul >= 0:
             raise ConfigError("the file holds a NUL byte (not a text file)", self.path,
