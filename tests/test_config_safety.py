@@ -25,6 +25,7 @@ from stripe import config as config_module
 from stripe.config import (
     CONFIG_KEYS,
     MAX_EXTENDS,
+    MAX_UNITS,
     Config,
     ConfigError,
     list_configs,
@@ -286,8 +287,18 @@ def test_sizes_below_one_byte(tmp_path: Path, size: str):
 
 def test_the_largest_integers_load(tmp_path: Path):
     cfg = load_config(write(tmp_path, f"target: t\nmemories:\n  - {{name: L1, size: {INT_MAX}, "
-                                      f"banks: {INT_MAX}}}\ncompute: {{units: {INT_MAX}}}\n"))
-    assert cfg.memory("L1").size == INT_MAX and cfg.compute.units == INT_MAX
+                                      f"banks: {INT_MAX}}}\ncompute: {{prefetch_ahead: "
+                                      f"{INT_MAX}, units: {MAX_UNITS}}}\n"))
+    assert cfg.memory("L1").size == INT_MAX and cfg.compute.prefetch_ahead == INT_MAX
+    assert cfg.compute.units == MAX_UNITS
+
+
+@pytest.mark.parametrize("units", [MAX_UNITS + 1, INT_MAX])
+def test_compute_units_are_bounded(tmp_path: Path, units: int):
+    # autotile's balance term plans per unit: 2**63 - 1 units was a MemoryError in a pass
+    path = write(tmp_path, f"target: t\nextends: cpu_avx2\ncompute: {{units: {units}}}\n")
+    e = refused(path, path, 3)
+    assert e.choices == (f"1 .. {MAX_UNITS}",)
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "1.0e999"])
