@@ -140,6 +140,11 @@ def _fall_back(root: Path, why: object) -> Path:
     return _private_dir()
 
 
+def private_cache_dir() -> Path | None:
+    """The private cache this process fell back to, if it did."""
+    return _private
+
+
 @cache
 def _writable(root: Path) -> str | None:
     """None when ``root`` can be created and written, else why not (checked once)."""
@@ -346,7 +351,9 @@ def build(source: str, flags: tuple[str, ...] = (), openmp: bool = False) -> Mod
                               f"{_load_errors.get(name, 'its file does not match its hash')}")
         return found
 
-    module = _with_fallback(usable_cache_dir(), work)
+    # reading needs no write access: a read-only cache that holds the module serves it
+    module = (_load_cached(cache_dir(), name, not missing)
+              or _with_fallback(usable_cache_dir(), work))
     if missing:
         return _unrunnable(name, missing, all_flags)
     _loaded[name] = module

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from stripe.codegen.build import usable_cache_dir
+from stripe.codegen.build import cache_dir, private_cache_dir, usable_cache_dir
 from stripe.codegen.c_emitter import BufferSpec, CProgram
 from stripe.codegen.c_runtime import stats_functions
 
@@ -129,10 +129,18 @@ def _agrees_with_source(source: str, buffers: tuple[BufferSpec, ...], uses_openm
 
 def load(key: str, program: Block) -> CProgram | None:
     """The cached C program of ``key`` for the lowered ``program``, or None when there is
-    none or it fails any check (see the module's docstring). Never raises."""
+    none or it fails any check (see the module's docstring). Never raises. It reads the
+    configured cache (which may be read-only), then the one this process writes to."""
+    found = _load_from(cache_dir(), key, program)
+    private = private_cache_dir()
+    if found is None and private is not None:
+        found = _load_from(private, key, program)
+    return found
+
+
+def _load_from(root: Path, key: str, program: Block) -> CProgram | None:
     try:
-        path = _entry(usable_cache_dir(), key)
-        with open(path, "rb") as f:
+        with open(_entry(root, key), "rb") as f:
             raw = f.read(MAX_ENTRY_BYTES + 1)
         if len(raw) > MAX_ENTRY_BYTES:
             return None

@@ -254,6 +254,39 @@ def test_a_cache_path_that_is_not_a_directory_falls_back(tmp_path, monkeypatch, 
     assert blocker.read_text() == "keep me"
 
 
+def test_a_read_only_cache_that_holds_the_program_serves_it(cache, rng):
+    """A filled cache that this process cannot write (simulated: root writes anywhere):
+    its modules and pipelines are used without a warning; a new program is built into
+    the private cache, with one."""
+    x = matmul_inputs(rng)
+    pipeline_cache._code_hash.cache_clear()  # the key the subprocess computes
+    stripe.compile(MATMUL, x, target="cpu_generic")
+    build_mod.build(tiny(61))
+    code = textwrap.dedent(f"""
+        import warnings
+        import numpy as np
+        import stripe, stripe.codegen.build as b, stripe.compiler as c
+        b._writable = lambda root: "Read-only file system"
+        runs = []
+        real = c.run_pipeline
+        c.run_pipeline = lambda *a, **k: runs.append(1) or real(*a, **k)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            m = b.build({tiny(61)!r})
+            x = {{"A": np.ones((5, 7), np.float32), "B": np.ones((7, 3), np.float32)}}
+            stripe.compile({MATMUL!r}, x, target="cpu_generic")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            n = b.build({tiny(62)!r})
+        print(b.build_count, len(runs), m.lib.stripe_run(m.ffi.new("void *[1]")),
+              n.lib.stripe_run(n.ffi.new("void *[1]")), len(caught))
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "STRIPE_CACHE_DIR": str(cache)}, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["1", "0", "61", "62", "1"]
+
+
 def test_no_writable_directory_at_all_is_a_clear_error(tmp_path, monkeypatch):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
