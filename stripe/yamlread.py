@@ -146,7 +146,10 @@ class YamlFile:
             raise ConfigError(f"YAML syntax error: {excerpt(str(e.problem or e), 100)}", self.path,
                               line) from None
         except yaml.reader.ReaderError as e:
-            line = text.count("\n", 0, e.position) + 1
+            # libyaml counts bytes of the UTF-8 text, PyYAML's reader characters
+            before = (text.encode("utf-8")[:e.position].count(b"\n") if _LOADER is _C_LOADER
+                      else text.count("\n", 0, e.position))
+            line = before + 1
             code = e.character if isinstance(e.character, int) else ord(e.character)
             raise ConfigError(f"YAML error: character #x{code:04x} is not allowed", self.path,
                               line) from None

@@ -226,6 +226,8 @@ def test_the_target_argument_is_a_name_or_a_path(target: object):
     (b"target: t\n# caf\xe9\n", 2, "not valid UTF-8"),
     (b"target: t\n\n\ncflags: [\xff\xfe]\n", 4, "not valid UTF-8"),
     (b"target: t\ncompute: {units: \x07}\n", 2, "character #x0007 is not allowed"),
+    ("# \u00e9\u00e9\u00e9\u00e9\ntarget: t\n# \u00e9\u00e9\n\x07\n".encode(), 4,
+     "character #x0007 is not allowed"),
     (b"target: t\n\tcompute: {units: 2}\n", 2, "tab"),
 ])
 def test_binary_and_control_bytes(tmp_path: Path, data: bytes, line: int, message: str):
