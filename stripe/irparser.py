@@ -511,7 +511,10 @@ class Parser:
 
 
 def parse_ir(text: str) -> Block:
-    """The block that ``text`` (as written by :func:`stripe.print_ir`) describes."""
+    """The block that ``text`` (as written by :func:`stripe.print_ir`) describes. Raises
+    IRParseError (line and column) on malformed text, TypeError if ``text`` is not a str."""
+    if not isinstance(text, str):
+        raise TypeError(f"parse_ir: text must be a str, got {type(text).__name__}")
     return Parser(text).program()
 
 

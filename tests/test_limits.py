@@ -209,3 +209,9 @@ def test_poly_takes_integers_wider_than_64_bits():
                                                                      - 2**100)
     assert implies(space, s, Affine.of("i") + 2**90)
     assert not implies(space, s, 2**79 - Affine.of("i"))
+
+
+@pytest.mark.parametrize("value", [None, b"block [] ( ) { }", 3, ["block"]])
+def test_parse_ir_takes_only_text(value):
+    with pytest.raises(TypeError, match="parse_ir: text must be a str"):
+        parse_ir(value)
