@@ -270,7 +270,8 @@ def _fresh_start(ref: Ref, batch: Batch, what: str) -> None:
     that another instance already stored into makes the program invalid."""
     owner = batch.fresh.get(ref.name)
     if owner is None:
-        owner = batch.fresh[ref.name] = np.full(ref.memory.size, -1, dtype=np.int64)
+        # parent points number at most MAX_BATCH_POINTS per batch: int32 is wide enough
+        owner = batch.fresh[ref.name] = np.full(ref.memory.size, -1, dtype=np.int32)
     assert ref.parent_of is not None  # the verifier admits only views
     inst = np.broadcast_to(ref.parent_of, ref.addr.shape)
     new = owner[ref.addr] < 0
