@@ -324,9 +324,28 @@ def _view_addresses(ref: Ref, batch: Batch, point: int, what: str) -> Array:
     return (ref.addr[point] + offsets @ ref.strides).reshape(ref.sizes)
 
 
+def _whole_view(ref: Ref, batch: Batch, point: int, what: str) -> Array:
+    """Every element of ``ref`` at ``point`` as an array of its sizes sharing the memory,
+    bounds-checked. The view is a box, so checking its first and last corners suffices; only
+    when it is out of bounds are the elements' addresses computed, to name the first bad
+    one (as :func:`_view_addresses` does)."""
+    sizes = np.array(ref.sizes, dtype=np.int64)
+    if 0 in ref.sizes:
+        return np.zeros(ref.sizes, ref.memory.dtype)
+    first = ref.coord[:, point]
+    lo = ref.lo[:, 0 if ref.lo.shape[1] == 1 else point]
+    hi = ref.hi[:, 0 if ref.hi.shape[1] == 1 else point]
+    if (first < lo).any() or (first + sizes > hi).any():
+        _view_addresses(ref, batch, point, what)  # raises, naming the first bad element
+    item = ref.memory.itemsize
+    return np.lib.stride_tricks.as_strided(
+        ref.memory[int(ref.addr[point]):], shape=ref.sizes,
+        strides=[int(s) * item for s in ref.strides], writeable=True)
+
+
 def read_view(ref: Ref, batch: Batch, point: int, what: str) -> Array:
-    return np.asarray(ref.memory[_view_addresses(ref, batch, point, what)])
+    return _whole_view(ref, batch, point, what).copy()
 
 
 def write_view(ref: Ref, batch: Batch, point: int, values: Array, what: str) -> None:
-    ref.memory[_view_addresses(ref, batch, point, what)] = values
+    _whole_view(ref, batch, point, what)[...] = values
