@@ -39,6 +39,7 @@ MATMUL = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k,
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("STRIPE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(build_mod, "_loaded", {})
+    monkeypatch.setattr(build_mod, "_private", None)  # no other test's fallback cache
     return tmp_path / "cache"
 
 
@@ -225,6 +226,7 @@ def test_an_unwritable_pipeline_cache_only_costs_the_passes(tmp_path, monkeypatc
     blocker.write_text("")
     monkeypatch.setenv("STRIPE_CACHE_DIR", str(blocker))
     monkeypatch.setattr(build_mod, "_loaded", {})
+    monkeypatch.setattr(build_mod, "_private", None)
     x = matmul_inputs(rng)
     with pytest.warns(RuntimeWarning, match="cannot be used"):
         prog = stripe.compile(MATMUL, x, target="cpu_generic")
@@ -246,6 +248,7 @@ def test_a_cache_path_that_is_not_a_directory_falls_back(tmp_path, monkeypatch, 
     target = blocker if kind == "a file" else blocker / "sub"
     monkeypatch.setenv("STRIPE_CACHE_DIR", str(target))
     monkeypatch.setattr(build_mod, "_loaded", {})
+    monkeypatch.setattr(build_mod, "_private", None)
     with pytest.warns(RuntimeWarning, match=f"the stripe cache {target} cannot be used"):
         assert run_module(build_mod.build(tiny(11))) == 11
     with warnings.catch_warnings():
