@@ -23,7 +23,7 @@ import stripe
 SEEDS = st.integers(0, 2**31 - 1)
 
 
-@fuzzing.fuzz_settings(150)
+@fuzzing.fuzz_settings(60, 1000)
 @given(seed=SEEDS)
 def test_yaml_mutants_load_or_fail_clearly(seed: int, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     workdir: Path = tmp_path_factory.mktemp("yaml", numbered=True)
