@@ -359,3 +359,44 @@ def test_offsets_near_64_bits_give_exact_ranges():
     src = ("function (I[N]) -> (O) { O[x : N] = "
            "+(I[x + 9223372036854775807 - 9223372036854775807]); }")
     np.testing.assert_array_equal(_run(src, {"I": ((9,), "float32")}, {"I": a})["O"], a)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_large_random_expressions_compute_what_numpy_computes(seed):
+    """Random trees of 600 tensor leaves (depths up to hundreds, repeated subtrees)
+    give exactly numpy's float32 results: the iterative typing, folding and scalar sharing
+    compute every node once and never confuse two subtrees."""
+    import random
+
+    rng = random.Random(seed)
+    a = np.linspace(-1.5, 1.5, 6, dtype=np.float32)
+    b = np.linspace(0.25, 1.0, 6, dtype=np.float32)[::-1].copy()
+    pool = [("A", a), ("B", b)] * 300  # every combination below is parenthesised
+    rng.shuffle(pool)
+    while len(pool) > 1:
+        i = rng.randrange(len(pool) - 1)
+        (x, vx), (y, vy) = pool[i], pool[i + 1]
+        kind = rng.randrange(8)
+        if kind == 0:
+            new = (f"({x} + {y})", vx + vy)
+        elif kind == 1:
+            new = (f"({x} - {y})", vx - vy)
+        elif kind == 2:
+            new = (f"({x} * {y} * 0.5)", vx * vy * np.float32(0.5))
+        elif kind == 3:
+            new = (f"max({x}, {y})", np.maximum(vx, vy))
+        elif kind == 4:
+            new = (f"min({x}, -{y})", np.minimum(vx, -vy))
+        elif kind == 5:
+            new = (f"({x} > {y} ? {x} : {y} + 1.0)", np.where(vx > vy, vx, vy + np.float32(1)))
+        elif kind == 6:
+            new = (f"(abs({x}) - {y})", np.abs(vx) - vy)
+        elif len(x) < 100:  # a repeated subtree, which the lowering computes once
+            new = (f"({x} + {x} * {y})", vx + vx * vy)
+        else:
+            new = (f"({x} * 2.0 + {y})", vx * np.float32(2) + vy)
+        pool[i:i + 2] = [new]
+    text, expected = pool[0]
+    src = f"function (A[N], B[N]) -> (C) {{ C = {text}; }}"
+    got = _run(src, {"A": ((6,), "float32"), "B": ((6,), "float32")}, {"A": a, "B": b})["C"]
+    np.testing.assert_array_equal(got, expected)
