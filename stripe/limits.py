@@ -87,9 +87,14 @@ def max_bytes() -> int:
 
 
 def _human(nbytes: int) -> str:
+    """``nbytes`` in the largest binary unit up to TiB, one decimal (integer arithmetic, so
+    any size prints); past 2**80 bytes only its power of two."""
+    if nbytes >= 2**80:
+        return f"about 2**{nbytes.bit_length() - 1} B"
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
+            tenths = (nbytes * 10 + scale // 2) // scale
+            return f"{tenths // 10}.{tenths % 10} {unit}"
     return f"{nbytes} B"
 
 
@@ -97,8 +102,9 @@ def check_bytes(nbytes: int, what: str) -> None:
     """LimitError when ``nbytes`` exceeds :func:`max_bytes`."""
     limit = max_bytes()
     if nbytes > limit:
-        raise LimitError(f"{what}: {nbytes} bytes ({_human(nbytes)}), more than the limit of "
-                         f"{limit} bytes ({_human(limit)}; set STRIPE_MAX_BYTES to raise it)")
+        size = f"{nbytes} bytes ({_human(nbytes)})" if nbytes < 2**80 else _human(nbytes)
+        raise LimitError(f"{what}: {size}, more than the limit of {limit} bytes "
+                         f"({_human(limit)}; set STRIPE_MAX_BYTES to raise it)")
 
 
 def _allocations(block: Block) -> Iterator[tuple[str, int]]:

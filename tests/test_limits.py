@@ -58,6 +58,18 @@ def test_the_documented_default_is_the_default():
     assert f"{limits.MAX_EXPR_DEPTH:,}" in text and f"{limits.MAX_BLOCK_DEPTH}" in text
 
 
+@pytest.mark.parametrize("nbytes, shown", [
+    (2**34 + 1, "17179869185 bytes (16.0 GiB)"), (3 * 2**40, "3298534883328 bytes (3.0 TiB)"),
+    (2**63, "9223372036854775808 bytes (8388608.0 TiB)"), (10**400, "about 2**1328 B"),
+])
+def test_check_bytes_names_any_size(monkeypatch, nbytes, shown):
+    monkeypatch.delenv("STRIPE_MAX_BYTES", raising=False)
+    with pytest.raises(LimitError) as info:
+        limits.check_bytes(nbytes, "the thing")
+    assert str(info.value) == (f"the thing: {shown}, more than the limit of 17179869184 bytes "
+                               "(16.0 GiB; set STRIPE_MAX_BYTES to raise it)")
+
+
 def test_check_int_and_check_product():
     assert limits.check_int(2**63 - 1, "x") == 2**63 - 1
     assert limits.check_int(-(2**63), "x") == -(2**63)

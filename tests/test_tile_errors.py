@@ -345,9 +345,10 @@ def test_the_memory_limit_counts_inputs_outputs_and_temporaries(monkeypatch):
     assert info.value.line == 4
 
 
-def test_shapes_must_be_integers():
+@pytest.mark.parametrize("shape", [(2.5,), (True, 4), (np.bool_(False),), ("3",), 3])
+def test_shapes_must_be_integers(shape):
     with pytest.raises(TileError, match=r"input A: shape must be a sequence of integers"):
-        stripe.lower("function (A) -> (B) { B = A; }", {"A": ((2.5,), "float32")})
+        stripe.lower("function (A) -> (B) { B = A; }", {"A": (shape, "float32")})
 
 
 def test_offsets_near_64_bits_give_exact_ranges():

@@ -74,7 +74,10 @@ def _input_shape_dtype(name: str, spec: object, pos: A.Pos) -> tuple[tuple[int, 
         raise TileError(f"input {name}: expected an array or a (shape, dtype) pair, "
                         f"got {type(spec).__name__}", pos.line, pos.column)
     try:
-        dims = tuple(operator.index(s) for s in shape)
+        items = list(shape)
+        if any(isinstance(s, (bool, np.bool_)) for s in items):
+            raise TypeError("a bool is not a size")
+        dims = tuple(operator.index(s) for s in items)
     except (TypeError, ValueError):
         shown = repr(shape)
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
