@@ -17,7 +17,8 @@ Arguments (checked before anything is allocated):
   each at least 0, at most 64 of them;
 - ``dtype``: anything ``numpy.dtype`` accepts (None is float64, as in numpy) whose items
   have a fixed size and hold no Python objects;
-- ``alignment``: an integer, a power of two, at least the item size.
+- ``alignment``: an integer, a power of two, at least the item size and at most
+  :data:`MAX_ALIGNMENT` (1 GiB).
 
 A wrong type raises :class:`ArgumentTypeError` (a ``TypeError``), a wrong value
 :class:`ArgumentError` (a ``ValueError``), both :class:`~stripe.errors.StripeError` and
@@ -38,6 +39,10 @@ from .limits import check_bytes
 
 ALIGNMENT = 64
 """Bytes: a cache line of x86-64 and Arm cores, and a whole AVX-512 register."""
+
+MAX_ALIGNMENT = 2**30
+"""Bytes: the largest alignment :func:`empty` takes (a 1 GiB page, the largest x86-64
+page)."""
 
 _MAX_DIMS = 64  # numpy's limit on the number of dimensions
 
@@ -101,9 +106,9 @@ def _alignment(alignment: object, itemsize: int = 1) -> int:
         raise ArgumentTypeError(f"alignment must be an integer number of bytes, got "
                                 f"{type(alignment).__name__} {_short(alignment)}")
     value = operator.index(alignment)  # type: ignore[arg-type]
-    if value <= 0 or value & (value - 1) or value < itemsize:
+    if value <= 0 or value & (value - 1) or value < itemsize or value > MAX_ALIGNMENT:
         raise ArgumentError(f"alignment must be a power of two of at least {itemsize} "
-                            f"bytes, got {value}")
+                            f"bytes and at most {MAX_ALIGNMENT} (1 GiB), got {value}")
     return value
 
 
@@ -172,5 +177,5 @@ def aligned(a: object, alignment: int = ALIGNMENT) -> np.ndarray:
     return out
 
 
-__all__ = ["ALIGNMENT", "ArgumentError", "ArgumentTypeError", "aligned", "empty",
+__all__ = ["ALIGNMENT", "MAX_ALIGNMENT", "ArgumentError", "ArgumentTypeError", "aligned", "empty",
            "is_aligned", "zeros"]

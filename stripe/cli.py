@@ -10,63 +10,117 @@
 prints each output's shape and dtype and the best time per call; ``--check`` also runs the
 reference interpreter on the same inputs and prints the largest difference (exit status 1 if
 it exceeds the tolerance). ``--interpret`` runs the interpreter only. ``compile`` writes
-``00_lower.stripe``, ``01_<pass>.stripe``, ... and ``kernel.c`` into the dump directory.
-Errors print one line and exit with status 2; ``--debug`` shows the traceback instead.
+``00_lower.stripe``, ``01_<pass>.stripe``, ... and ``kernel.c`` into the dump directory (a
+pass name's characters other than letters, digits, ``_``, ``-`` and ``.`` become ``_``).
+
+Exit statuses (:data:`EXIT_STATUSES`, also in ``--help``): 0 success; 1 ``--check`` found a
+difference from the interpreter; 2 a usage error (argparse's) or an error in the input --
+the Tile file, the ``--input`` specs, the config, a limit, a file that cannot be read or
+written -- reported on stderr as a line ``stripe: error: ...`` (a Tile syntax error adds
+its source line and a caret); 3 an internal error (a bug in stripe), one line
+``stripe: internal error: ...``. ``--debug`` shows the traceback
+of an error instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import re
+import stat
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .arrays import aligned
+from .arrays import empty
 from .compiler import Program, build_settings, compile_program
 from .config import describe_configs, load_config
 from .dtypes import DType, to_dtype
 from .errors import StripeError
 from .interp import interpret
 from .ir import Block
+from .limits import check_bytes
 from .passes.manager import describe_passes, run_pipeline
 from .printer import print_ir
 from .tile import lower
 
-_INPUT_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=((?:\d+)(?:x\d+)*)?(?::([a-z0-9]+))?$")
+EXIT_STATUSES = """exit statuses:
+  0  success
+  1  run --check: the result differs from the reference interpreter
+  2  usage error, or an error in the input (the Tile file, --input, the config, a
+     limit, a file that cannot be read or written): a line "stripe: error: ..."
+  3  internal error (a bug in stripe): one line "stripe: internal error: ..."
+--debug shows the traceback of an error instead of the one line."""
+
+_INPUT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=([0-9]+(?:x[0-9]+)*)?(?::([a-z0-9]+))?")
+_MAX_DIGITS = 19  # a size of more digits does not fit 64 bits
 
 
 def parse_input_spec(spec: str) -> tuple[str, tuple[tuple[int, ...], DType]]:
-    """``A=37x23:float32`` -> ``('A', ((37, 23), DType.FLOAT32))``; ``A=:int32`` is a scalar."""
-    m = _INPUT_RE.match(spec)
+    """``A=37x23:float32`` -> ``('A', ((37, 23), DType.FLOAT32))``; ``A=:int32`` is a scalar,
+    and the dtype defaults to float32. Sizes are decimal integers of at most 19 digits (the
+    lowering checks them against its limits); a bad spec raises StripeError."""
+    m = _INPUT_RE.fullmatch(spec)
     if not m:
         raise StripeError(
-            f"bad --input {spec!r}: expected NAME=SIZExSIZE...:DTYPE, e.g. A=37x23:float32"
+            f"bad --input {spec[:60]!r}: expected NAME=SIZExSIZE...:DTYPE, e.g. A=37x23:float32"
         )
     name, dims, dtype = m.group(1), m.group(2), m.group(3) or "float32"
-    shape = tuple(int(d) for d in dims.split("x")) if dims else ()
-    return name, (shape, to_dtype(dtype))
+    parts = dims.split("x") if dims else []
+    if any(len(d.lstrip("0")) > _MAX_DIGITS for d in parts):
+        raise StripeError(f"bad --input {spec[:60]!r}: a size does not fit in 64 bits")
+    shape = tuple(int(d) for d in parts)
+    try:
+        return name, (shape, to_dtype(dtype))
+    except StripeError as e:
+        raise StripeError(f"bad --input {spec[:60]!r}: {e}") from None
 
 
 def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
+    """Seeded random values of ``dtype``, made in that dtype (no wider temporary) in an
+    array on a cache line (:mod:`stripe.arrays`): floats standard normal, integers in
+    [-10, 10) ([0, 10) for uint8), bools half true."""
+    out = empty(shape, dtype.np)
     if dtype.is_float:
-        return rng.standard_normal(shape).astype(dtype.np)
-    if dtype is DType.BOOL:
-        return rng.integers(0, 2, shape).astype(bool)
-    lo, hi = (0, 10) if dtype is DType.UINT8 else (-10, 10)
-    return rng.integers(lo, hi, shape).astype(dtype.np)
+        rng.standard_normal(out=out, dtype=dtype.np)
+        return out
+    lo, hi = (0, 2) if dtype is DType.BOOL else (0, 10) if dtype is DType.UINT8 else (-10, 10)
+    flat = out.reshape(-1)
+    chunk = 1 << 20
+    for start in range(0, flat.size, chunk):
+        n = min(chunk, flat.size - start)
+        flat[start:start + n] = rng.integers(lo, hi, n, dtype=dtype.np)
+    return out
+
+
+def _read_source(name: str) -> str:
+    """The text of the Tile file ``name``: a regular file of UTF-8 text."""
+    path = Path(name)
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise StripeError(f"cannot read {name!r:.200}: not a regular file")
+        return path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise StripeError(f"cannot read {name!r:.200}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise StripeError(f"cannot read {name!r:.200}: not UTF-8 text (byte "
+                          f"{e.object[e.start]:#04x} at offset {e.start})") from e
+    except ValueError as e:  # a NUL character in the path
+        raise StripeError(f"cannot read {name!r:.200}: {e}") from e
 
 
 def _load(args: argparse.Namespace) -> tuple[Block, dict[str, tuple[tuple[int, ...], DType]]]:
-    path = Path(args.file)
-    try:
-        source = path.read_text()
-    except OSError as e:
-        raise StripeError(f"cannot read {path}: {e.strerror}") from e
-    specs = dict(parse_input_spec(s) for s in args.input)
+    source = _read_source(args.file)
+    specs: dict[str, tuple[tuple[int, ...], DType]] = {}
+    for text in args.input:
+        name, spec = parse_input_spec(text)
+        if name in specs:
+            raise StripeError(f"--input {name} is given twice")
+        specs[name] = spec
     return lower(source, specs), specs
 
 
@@ -78,7 +132,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _time_call(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
     best = float("inf")
-    for _ in range(max(repeat, 1)):
+    for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t0)
@@ -87,10 +141,12 @@ def _time_call(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 def _cmd_run(args: argparse.Namespace) -> int:
     program, specs = _load(args)
+    check_bytes(sum(math.prod(shape) * dt.itemsize for shape, dt in specs.values()),
+                "the inputs given by --input")
     rng = np.random.default_rng(args.seed)
     # on cache lines (stripe.arrays), as a program's own outputs are: the timing below is
     # then that of the kernels, not of vector accesses split across lines
-    arrays = {name: aligned(random_array(rng, shape, dt)) for name, (shape, dt) in specs.items()}
+    arrays = {name: random_array(rng, shape, dt) for name, (shape, dt) in specs.items()}
     if args.interpret:
         run, how = (lambda: interpret(program, arrays)), "interpreter"
     else:
@@ -121,16 +177,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_compile(args: argparse.Namespace) -> int:
     program, _ = _load(args)
     compiled = _compile(program, args.target)
-    if args.dump_dir:
+    if args.dump_dir is not None:
         out = Path(args.dump_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        for k, (name, blk) in enumerate(compiled.trace):
-            (out / f"{k:02d}_{name}.stripe").write_text(print_ir(blk))
-        (out / "kernel.c").write_text(compiled.c_source)
+        files = {f"{k:02d}_{dump_name(name)}.stripe": print_ir(blk)
+                 for k, (name, blk) in enumerate(compiled.trace)}
+        files["kernel.c"] = compiled.c_source
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                (out / name).write_text(text)
+        except (OSError, ValueError) as e:  # ValueError: a NUL character in the path
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise StripeError(f"cannot write the dumps to --dump-dir {args.dump_dir!r:.200}: "
+                              f"{reason}") from e
         print(f"wrote {len(compiled.trace)} IR dumps and kernel.c to {out}")
     else:
         sys.stdout.write(compiled.c_source)
     return 0
+
+
+def dump_name(pass_name: str) -> str:
+    """A pass name as part of a file name: letters, digits, ``_``, ``-`` and ``.`` kept,
+    every other character ``_``, at most 64 characters."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", pass_name)[:64] or "_"
 
 
 def format_stats(stats: dict[str, dict[str, int]]) -> str:
@@ -167,16 +236,33 @@ def _error(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     return diff, 1e3 * eps * max(scale, 1.0)
 
 
+def _count(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a decimal integer from ``low`` to ``high``."""
+    def parse(text: str) -> int:
+        value = int(text) if re.fullmatch(r"[+-]?[0-9]{1,30}", text.strip()) else None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected an integer from {low} to {high}, "
+                                             f"got {text[:40]!r}")
+        return value
+    return parse
+
+
+MAX_REPEAT = 10_000
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="stripe", description=__doc__.split("\n")[0])
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(prog="stripe", description=__doc__.split("\n")[0],
+                                epilog=EXIT_STATUSES, formatter_class=fmt)
     sub = p.add_subparsers(dest="cmd", required=True)
     for name, helptext in (("passes", "list every pass with its options"),
                            ("configs", "list the shipped hardware configs")):
-        sub.add_parser(name, help=helptext).add_argument("--debug", action="store_true")
+        sub.add_parser(name, help=helptext, epilog=EXIT_STATUSES, formatter_class=fmt
+                       ).add_argument("--debug", action="store_true")
     for name, helptext in (("show", "print the lowered Stripe IR"),
                            ("run", "compile to C and run on random inputs"),
                            ("compile", "compile and write the IR pass by pass and the C")):
-        sp = sub.add_parser(name, help=helptext)
+        sp = sub.add_parser(name, help=helptext, epilog=EXIT_STATUSES, formatter_class=fmt)
         sp.add_argument("file", help="a .tile file")
         sp.add_argument("--input", "-i", action="append", default=[], metavar="A=37x23:float32",
                         help="an input's shape and dtype (repeat per input)")
@@ -190,15 +276,30 @@ def build_parser() -> argparse.ArgumentParser:
                             help="run with the reference interpreter only")
             sp.add_argument("--stats", action="store_true",
                             help="print bytes moved, transfers and peak use per memory")
-            sp.add_argument("--seed", type=int, default=0)
-            sp.add_argument("--repeat", type=int, default=5)
+            sp.add_argument("--seed", type=_count(0, 2**63 - 1), default=0,
+                            help="seed of the random inputs (default 0)")
+            sp.add_argument("--repeat", type=_count(1, MAX_REPEAT), default=5,
+                            help=f"timed calls, the best is printed (1 to {MAX_REPEAT}, "
+                                 f"default 5)")
         if name == "compile":
             sp.add_argument("--dump-dir", default=None, help="directory for the dumps")
         sp.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
+def _message(e: BaseException, one_line: bool = False) -> str:
+    """The text of ``e`` for stderr: at most 2000 characters; ``one_line`` joins its lines
+    (a Tile syntax error keeps its source line and caret below the first line)."""
+    text = str(e).strip()
+    if one_line:
+        text = " ".join(text.split())
+    text = text or type(e).__name__
+    return text if len(text) <= 2000 else text[:1997] + "..."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status
+    (see :data:`EXIT_STATUSES`; argparse's own usage errors exit with 2)."""
     args = build_parser().parse_args(argv)
     try:
         if args.cmd == "passes":
@@ -211,8 +312,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (StripeError, MemoryError) as e:  # MemoryError: the compiled program's buffers
         if args.debug:
             raise
-        print(f"stripe: error: {e}", file=sys.stderr)
+        print(f"stripe: error: {_message(e)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout went away (stripe show ... | head)
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (nothing more to flush)
+        except OSError:
+            pass
+        print("stripe: error: standard output was closed", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001  (a bug: one line, not a traceback)
+        if args.debug:
+            raise
+        print(f"stripe: internal error: {type(e).__name__}: {_message(e, one_line=True)} "
+              f"(a bug in stripe; --debug shows the traceback)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ def test_many_arrays_are_all_aligned_and_do_not_overlap():
 def test_other_alignments():
     for alignment in (4, 16, 128, 4096, np.int64(32)):
         assert empty(100, np.float32, alignment).ctypes.data % alignment == 0
-    for bad in (0, 3, 48, -64, 2):  # 2 < the item size of float32
+    assert empty(3, np.int8, 2**30).ctypes.data % 2**30 == 0  # reserved, not touched
+    for bad in (0, 3, 48, -64, 2, 2**31, 2**64):  # 2 < the item size of float32
         with pytest.raises(ArgumentError, match="alignment must be a power of two"):
             empty(10, np.float32, bad)
     for bad in (64.0, 1.5, float("nan"), True, None, "64"):
