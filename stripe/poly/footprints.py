@@ -21,7 +21,6 @@ from .domains import (
     Level,
     NestedDomain,
     inner_name,
-    nested_domain,
     nested_domain_of,
     ref_access,
     scoped_name,
@@ -132,27 +131,33 @@ def _union(boxes: Sequence[Box | None]) -> Box | None:
     return out
 
 
+def _levels(ancestors: Sequence[Block | Level]) -> tuple[Level, ...]:
+    """What the footprints need of the ancestors (indexes and constraints), as the memo
+    key: two equal programs then share entries without comparing whole blocks."""
+    return tuple(b if isinstance(b, Level) else Level.of(b) for b in ancestors)
+
+
 @lru_cache(maxsize=MEMO)
-def _footprint(block: Block, ref: str, ancestors: tuple[Block, ...], local: bool) -> Box | None:
+def _footprint(block: Block, ref: str, ancestors: tuple[Level, ...], local: bool) -> Box | None:
     start = 1 if local or block.ref(ref).is_alloc else 0
     boxes = []
     for t in touches(block, ref):
-        nest = nested_domain(ancestors + t.path)
+        nest = nested_domain_of(ancestors + tuple(Level.of(b) for b in t.path))
         boxes.append(_touched_box(nest, access_sum(nest, t.refs, start), t.extent))
     return _union(boxes)
 
 
-def footprint(block: Block, ref: str, *, ancestors: Sequence[Block] = (),
+def footprint(block: Block, ref: str, *, ancestors: Sequence[Block | Level] = (),
               local: bool = False) -> Box | None:
     """The box of elements that ``block`` (its statements and its descendants) touches
     through refinement ``ref`` over all its points; None if it touches none.
 
     Coordinates are those of the parent buffer that ``ref`` views, or (``local``, or ``ref``
     is an allocation) of ``ref`` itself. ``ancestors`` (outermost first, ending at the
-    parent) give the context; without them a passed-in index ranges over every parent
-    value and an access that depends on one raises ValueError.
+    parent; blocks or their :class:`Level`) give the context; without them a passed-in index
+    ranges over every parent value and an access that depends on one raises ValueError.
     """
-    return _footprint(block, ref, tuple(ancestors), local)
+    return _footprint(block, ref, _levels(ancestors), local)
 
 
 def _tile_rel(nest: NestedDomain, depth: int, r: Refinement) -> tuple[Affine, ...]:
@@ -166,11 +171,11 @@ def _tile_rel(nest: NestedDomain, depth: int, r: Refinement) -> tuple[Affine, ..
 
 @lru_cache(maxsize=MEMO)
 def _tile_footprint(block: Block, ref: str, tile: tuple[tuple[str, int], ...],
-                    ancestors: tuple[Block, ...]) -> Box | None:
+                    ancestors: tuple[Level, ...]) -> Box | None:
     depth = len(ancestors)
     boxes = []
     for t in touches(block, ref):
-        levels = ([Level.of(b) for b in ancestors] + [Level(block.idxs, block.constraints, tile)]
+        levels = ([*ancestors, Level(block.idxs, block.constraints, tile)]
                   + [Level.of(b) for b in t.path[1:]])
         nest = nested_domain_of(tuple(levels))
         rel = _tile_rel(nest, depth, t.refs[0])
@@ -180,7 +185,7 @@ def _tile_footprint(block: Block, ref: str, tile: tuple[tuple[str, int], ...],
 
 
 def tile_footprint(block: Block, ref: str, tile: Mapping[str, int], *,
-                   ancestors: Sequence[Block] = ()) -> Box | None:
+                   ancestors: Sequence[Block | Level] = ()) -> Box | None:
     """The box, relative to one tile's origin, of the elements of ``ref``'s parent buffer
     that a tile of ``block`` touches; None if no tile touches any.
 
@@ -201,4 +206,4 @@ def tile_footprint(block: Block, ref: str, tile: Mapping[str, int], *,
     unknown = set(tile) - set(sizes)
     if unknown:
         raise ValueError(f"tile names unknown indexes: {', '.join(sorted(unknown))}")
-    return _tile_footprint(block, ref, tuple(sorted(sizes.items())), tuple(ancestors))
+    return _tile_footprint(block, ref, tuple(sorted(sizes.items())), _levels(ancestors))
