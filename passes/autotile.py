@@ -63,7 +63,10 @@ search visits every tile within the caps. A tile over ``max_streams`` only is gr
 larger tile may read the view twice, and no longer stream it), but cannot win. The
 cheapest wins; ties go to fewer tiles, then to larger sizes in index order. Indexes not
 used by any written view (reductions) keep their full range unless ``acc_idxs``, and so do
-indexes of range at most ``min_split_range``.
+indexes of range at most ``min_split_range``. Budget: the divisors come from the range's
+prime factors; an index keeps at most ``max_sizes`` candidates (evenly spaced, the first
+and the last kept), and at most ``max_tiles`` tiles are costed per block, the cheapest so
+far winning when the budget runs out.
 
 The block is left unchanged when it has no index to split, when no tile fits the caps, or
 when the best tile is the whole block.
@@ -102,6 +105,10 @@ from .transforms.tile import divisors as divisors_of
 NAME = "autotile"
 
 _RUNS_EXACT = 1 << 11  # beyond this many contiguous runs per box, lines are estimated
+
+MAX_UNITS = 1024
+"""The largest ``units`` and ``units_parts`` (a config's ``compute.units`` has the same
+cap): the balance term hands out every share to a core in turn."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +265,10 @@ class Options(Selection):
         for name in ("min_size", "min_count", "units", "units_parts"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("units", "units_parts"):
+            if getattr(self, name) is not None and getattr(self, name) > MAX_UNITS:
+                raise ValueError(f"{name} must be at most {MAX_UNITS} (the balance term "
+                                 f"plans every share), got {getattr(self, name)}")
         for name in ("input_cost", "output_cost"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -288,11 +299,11 @@ def run(block: Block, options: Options, target: Target) -> Block:
 def _autotile(block: Block, site: Site, options: Options) -> Block:
     if any(r.fresh for r in block.refs):
         return block  # a fresh view's instance is the whole block (see fold_init)
-    best = choose_tile(block, options, ancestors=site.ancestors, path=site.path)
+    best = choose_tile(block, options, ancestors=site.domains, path=site.path)
     if best is None or all(t == block.idx(n).range for n, t in best.tile
                            if not block.idx(n).is_passed_in):
         return block
-    return apply_tile(block, dict(best.tile), ancestors=site.ancestors, flip=options.flip,
+    return apply_tile(block, dict(best.tile), ancestors=site.domains, flip=options.flip,
                       outer_set=options.outer_set, inner_set=options.inner_set,
                       clear_outer=options.clear_outer)
 
@@ -595,14 +606,27 @@ def _tile_box(block: Block, r: Refinement, sizes: Mapping[str, int],
     size at a time, mostly hits ``poly``'s memo instead of recomputing the same bounds."""
     lo, extent = [], []
     for d, deps in enumerate(_dimension_deps(block, r.into)):
-        canon = {n: t if n in deps or block.idx(n).is_passed_in else block.idx(n).range
-                 for n, t in sizes.items()}
-        box = poly.tile_footprint(block, r.into, canon, ancestors=ancestors)
-        if box is None:
+        got = _dim_box(block, r.into, d, tuple(sizes[n] for n in sorted(deps) if n in sizes),
+                       ancestors)
+        if got is None:
             return None
-        lo.append(box.lo[d])
-        extent.append(box.extent[d])
+        lo.append(got[0])
+        extent.append(got[1])
     return Box(tuple(lo), tuple(extent))
+
+
+@lru_cache(maxsize=1 << 14)
+def _dim_box(block: Block, ref: str, d: int, dep_sizes: tuple[int, ...],
+             ancestors: tuple[Block, ...]) -> tuple[int, int] | None:
+    """(low corner, extent) of dimension ``d`` of the tile footprint of ``ref`` when the
+    indexes that dimension depends on (sorted by name) take the tile sizes ``dep_sizes``
+    and the others their whole range (passed-in ones 1); memoised, so that a tile differing
+    only in other indexes costs a lookup."""
+    deps = _dimension_deps(block, ref)[d]
+    given = dict(zip((n for n in sorted(deps) if block.has_idx(n)), dep_sizes))
+    canon = {i.name: 1 if i.is_passed_in else given.get(i.name, i.range) for i in block.idxs}
+    box = poly.tile_footprint(block, ref, canon, ancestors=ancestors)
+    return None if box is None else (box.lo[d], box.extent[d])
 
 
 @lru_cache(maxsize=1 << 12)

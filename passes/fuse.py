@@ -26,6 +26,11 @@ contraction), A, and B -- is replaced by one fused block F at B's place:
   activation of a ``matmul + bias + relu`` become statements of F, and the reduction an
   inner block ``[k:K]``.
 
+The search indexes the parent's buffers once (buffer -> statements touching it) and, after
+a fusion, resumes at the first producer whose earlier attempts reached the fused statements
+(:class:`_Search`); ``max_views`` bounds the size of one fused block, so that a chain's
+fusion costs time linear in its length.
+
 F is named ``A+B``, takes A's tags (B's when A is an ``init`` or ``zero`` kernel: the group
 is then B's computation) plus ``fused_set``, and the comments of its members. The pass
 repeats until nothing fuses, so a fused block (which keeps A's tags) fuses with the next
@@ -81,7 +86,7 @@ from stripe import tags
 from stripe.ir import Block, Index, RefDir, Statement
 from stripe.target import Target
 
-from .select import ALL, Selection, Site, check_time, rewrite, statement_uses
+from .select import ALL, Selection, Site, check_time, domain_of, rewrite, statement_uses
 from .transforms.footprint import box_lines
 from .transforms.fusion_legality import (
     driver_dims,
@@ -176,7 +181,7 @@ def run(block: Block, options: Options, target: Target) -> Block:
 
 def _fuse_children(parent: Block, site: Site, options: Options) -> Block:
     """``parent`` with its children fused, group by group, until nothing fuses."""
-    search = _Search(parent, site.ancestors + (parent,), options, site.path)
+    search = _Search(parent, site.domains + (domain_of(parent),), options, site.path)
     return parent.replace(stmts=search.run())
 
 
@@ -206,10 +211,10 @@ class _Search:
     the first statement.
     """
 
-    def __init__(self, parent: Block, context: tuple[Block, ...], options: Options,
+    def __init__(self, parent: Block, domains: tuple[Block, ...], options: Options,
                  path: str) -> None:
         self.parent = parent
-        self.context = context
+        self.domains = domains  # the ancestors and the parent, as poly reads them
         self.options = options
         self.path = path
         self.stmts: list[Statement | None] = list(parent.stmts)
@@ -271,8 +276,8 @@ class _Search:
             if key in self.failed:
                 continue
             where = {k: n for n, k in enumerate(span)}
-            fused = _try_group(stmts, [where[k] for k in members], t, self.context,  # type: ignore[arg-type]
-                               self.options)
+            fused = _try_group(stmts, [where[k] for k in members], t,  # type: ignore[arg-type]
+                               self.parent, self.domains, self.options)
             if fused is not None:
                 return members, fused
             self.failed.add(key)
@@ -337,22 +342,24 @@ class _MaxTree:
 # the group -----------------------------------------------------------------------------------
 
 
-def _try_group(stmts: tuple[Statement, ...], members: list[int], t: str,
-               context: tuple[Block, ...], options: Options) -> Block | None:
+def _try_group(stmts: tuple[Statement, ...], members: list[int], t: str, parent: Block,
+               domains: tuple[Block, ...], options: Options) -> Block | None:
     """The fused block of the group (positions ``members`` in ``stmts``, A the last member
-    but one, B the last) on ``t``, or None."""
+    but one, B the last) on ``t``, or None. ``domains``: the ancestors down to ``parent``
+    (:func:`~.select.domain_of` each)."""
     if options.max_views and len(set().union(*(statement_uses(stmts[k]) for k in members))) \
             > options.max_views:
         return None
-    if not movable(stmts, members, context[-1]):
+    if not movable(stmts, members, parent):
         return None
     group = [stmts[k] for k in members]
     a, b = group[-2], group[-1]
     assert isinstance(a, Block) and isinstance(b, Block)
-    if options.output_match and not _outputs_match(b, t, context[-1]):
+    if options.output_match and not _outputs_match(b, t, parent):
         return None
     for driver in (b, a):
-        fused = _fuse_group(group, driver, t, context, options)  # type: ignore[arg-type]
+        fused = _fuse_group(group, driver, t, parent, domains,  # type: ignore[arg-type]
+                            options)
         if fused is not None:
             return fused.replace(name=f"{a.name}+{b.name}",
                                  tags=_fused_tags(a, b) | frozenset(options.fused_set))
@@ -374,8 +381,8 @@ def _outputs_match(b: Block, t: str, parent: Block) -> bool:
 # the fused block -----------------------------------------------------------------------------
 
 
-def _fuse_group(group: Sequence[Block], driver: Block, t: str, context: tuple[Block, ...],
-                options: Options) -> Block | None:
+def _fuse_group(group: Sequence[Block], driver: Block, t: str, parent: Block,
+                domains: tuple[Block, ...], options: Options) -> Block | None:
     """The fused block for ``group`` driven by ``driver``, or None when not legal or not
     worth it under the options."""
     if not all(supported_member(k) for k in group):
@@ -390,20 +397,20 @@ def _fuse_group(group: Sequence[Block], driver: Block, t: str, context: tuple[Bl
     placed = []
     for k in group:
         maps = member_maps(k, t, dims)
-        if maps is None or not maps_valid(k, maps, fidxs, context, options.perfect):
+        if maps is None or not maps_valid(k, maps, fidxs, domains, options.perfect):
             return None
         placed.append(place_member(k, maps, ranges))
     shell = Block(idxs=fidxs)
-    views = fused_views(placed, shell, context)
+    views = fused_views(placed, shell, domains, parent)
     if views is None or not points_independent([m.block for m in placed],
                                                 {x: v.ref for x, v in views.items()}, fidxs):
         return None
     if options.max_point_bytes and _point_bytes(views, options) > options.max_point_bytes:
         return None
-    if options.max_shared_bytes and _shared_bytes(views, fidxs, context[-1]) > \
+    if options.max_shared_bytes and _shared_bytes(views, fidxs, parent) > \
             options.max_shared_bytes:
         return None
-    return fused_block(group, placed, views, fidxs, context[-1])
+    return fused_block(group, placed, views, fidxs, parent)
 
 
 def _point_bytes(views: Mapping[str, View], options: Options) -> float:

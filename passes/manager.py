@@ -220,12 +220,16 @@ def decide(program: Block, target: Target) -> Block:
 
 def run_pipeline(program: Block, config: Config, *, verify: bool = False, check: bool = False,
                  inputs: Mapping[str, np.ndarray] | None = None,
-                 seconds: float | None = None) -> tuple[Block, Trace]:
+                 seconds: float | None = None,
+                 timings: list[tuple[str, float, float]] | None = None
+                 ) -> tuple[Block, Trace]:
     """Run ``config.passes`` on ``program``, the back end's decision passes last
     (:func:`pipeline`); return the final block and the trace. A config whose passes are not
     resolved yet (:func:`stripe.config.read_config`) is resolved first, so that its
     mistakes surface before any pass runs. ``seconds`` is the compile-time budget
-    (:func:`compile_seconds`); past it, :class:`OutOfTime` names the pass and the block."""
+    (:func:`compile_seconds`); past it, :class:`OutOfTime` names the pass and the block.
+    ``timings``, when given, receives ``(entry name, seconds in the pass, seconds in
+    verifying and checking its result)`` for every entry run, in order."""
     config = resolve(config)
     budget = compile_seconds(seconds)
     start = time.monotonic()
@@ -237,6 +241,7 @@ def run_pipeline(program: Block, config: Config, *, verify: bool = False, check:
     with time_budget(budget):
         for index, entry in pipeline(config):
             info = REGISTRY[entry.type]
+            began = time.monotonic()
             try:
                 new = info.run(block, entry.options, config.target)
             except OutOfTime as e:
@@ -244,6 +249,7 @@ def run_pipeline(program: Block, config: Config, *, verify: bool = False, check:
                                 _where(entry)) from None
             except Exception as e:  # any failure inside a pass is reported with its name
                 raise PassError(entry, index, "failed", f"{type(e).__name__}: {e}") from e
+            ran = time.monotonic()
             if new is not block:
                 if verify:
                     try:
@@ -252,6 +258,8 @@ def run_pipeline(program: Block, config: Config, *, verify: bool = False, check:
                         raise PassError(entry, index, "broke the IR", str(e)) from e
                 if checker is not None:
                     checker.compare(new, entry, index)
+            if timings is not None:
+                timings.append((entry.name, ran - began, time.monotonic() - ran))
             if time.monotonic() - start > budget:
                 raise OutOfTime(budget, "", entry.name, index, entry.type,
                                 _where(entry) + (" (or in checking its result)"

@@ -84,6 +84,21 @@ class Site:
     def parent(self) -> Block | None:
         return self.ancestors[-1] if self.ancestors else None
 
+    @property
+    def domains(self) -> tuple[Block, ...]:
+        """The ancestors reduced to :func:`domain_of` each: what ``stripe.poly`` reads of
+        them, as keys of its memo tables that compare in time independent of the program's
+        size."""
+        return tuple(domain_of(b) for b in self.ancestors)
+
+
+def domain_of(block: Block) -> Block:
+    """A block with ``block``'s indexes and constraints only: all that ``stripe.poly``'s
+    nested domains read of an ancestor. Its memo tables compare keys by value, and two equal
+    but distinct programs (the same program lowered twice) would otherwise be compared whole
+    on every lookup."""
+    return Block(idxs=block.idxs, constraints=block.constraints)
+
 
 BlockFn = Callable[[Block, Site], Block]
 
@@ -190,7 +205,7 @@ def check_time(path: str = "") -> None:
 
 
 __all__ = ["ALL", "BlockFn", "OutOfTime", "Selection", "Site", "block_label", "check_time",
-           "rewrite", "select", "time_budget"]
+           "domain_of", "rewrite", "select", "time_budget"]
 
 
 def statement_uses(s: Statement) -> dict[str, tuple[bool, bool]]:

@@ -31,6 +31,10 @@ prod ceil(r/t)*t`` (points computed including overflow) and ``volume = prod r``.
 the stencil declared first, then to the first assignment in enumeration order
 (``itertools.permutations`` of the block's indexes, outputs, inputs).
 
+The assignments are built slot by slot (:func:`stripe.passes.transforms.stencils.matches`),
+an index placed only where its size and stride codes can hold, and at most ``max_steps``
+placements are tried per stencil and block (the cheapest match found so far wins then).
+
 A stencil with ``whole_reduction: true`` matches only assignments that put every reduction
 index of the block (range above 1, stride 0 in every output) in a slot: a matmul kernel
 with one reduction slot then never matches a convolution by leaving its window loops
@@ -82,7 +86,7 @@ from stripe.affine import Affine
 from stripe.ir import Block, Index, Refinement, Statement
 from stripe.target import Target
 
-from .select import Selection, Site, check_time, rewrite
+from .select import Selection, Site, check_time, domain_of, rewrite
 from .transforms.stencils import (
     DEFAULT_MAX_STEPS,
     Match,
@@ -177,7 +181,7 @@ def run(block: Block, options: Options, target: Target) -> Block:
 def _stencil_children(parent: Block, site: Site, stencils: Sequence[Stencil],
                       options: Options) -> Block:
     """``parent`` with each selected leaf child replaced by its stencilled pieces."""
-    ancestors = site.ancestors + (parent,)
+    ancestors = site.domains + (domain_of(parent),)
     stmts: list[Statement] = []
     changed = False
     for k, s in enumerate(parent.stmts):
@@ -243,7 +247,7 @@ def _stencil(block: Block, site: Site, stencils: Sequence[Stencil], options: Opt
                        max_steps=options.max_steps, path=site.path)
     if match is None:
         return block
-    return apply_match(block, match, options, ancestors=site.ancestors)
+    return apply_match(block, match, options, ancestors=site.domains)
 
 
 # the rewrite ---------------------------------------------------------------------------------

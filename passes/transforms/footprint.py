@@ -31,13 +31,15 @@ def box_lines(extent: tuple[int, ...], strides: tuple[int, ...], isz: int,
     return cache_lines(tuple(extent), tuple(strides), isz, ((0, 1.0),), width)
 
 
+@lru_cache(maxsize=1 << 14)
 def cache_lines(extent: tuple[int, ...], strides: tuple[int, ...], isz: int,
                 bases: tuple[tuple[int, float], ...], width: int) -> float:
     """Expected distinct lines of ``width`` bytes covered by a box of ``extent`` laid out
     with ``strides`` (elements of ``isz`` bytes), its first element at byte ``b`` of a line
     with probability ``w`` for each ``(b, w)`` of ``bases``.
     Requires: ``width >= 1``, as many strides as extents, weights summing to 1.
-    Guarantees: exact up to ``RUNS_EXACT`` runs, a slab estimate beyond (below).
+    Guarantees: exact up to ``RUNS_EXACT`` runs, a slab estimate beyond (below); memoised
+    (a tile search asks again for the same boxes).
 
     Exact up to ``RUNS_EXACT`` contiguous runs. A larger box is counted on a slab of it
     (its outermost dimensions cut short) and scaled up by the slabs it holds: exact when
@@ -104,8 +106,9 @@ def tile_origin_residues(block: Block, r: Refinement, lo: tuple[int, ...],
     strides = r.shape.strides
     const = sum(s * (a.const + k) for s, a, k in zip(strides, r.access, lo))
     dist = {(const * isz) % width: 1.0}
-    for idx in block.idxs:
-        step = ref_stride(r, idx.name) * sizes[idx.name]
+    index_strides = _index_strides(r, block.idx_names)
+    for idx, stride in zip(block.idxs, index_strides):
+        step = stride * sizes[idx.name]
         span = idx.range if idx.is_passed_in else counts[idx.name]
         step = (step * isz) % width
         if step == 0 or span == 1:
@@ -117,6 +120,12 @@ def tile_origin_residues(block: Block, r: Refinement, lo: tuple[int, ...],
             hist[(o * step) % width] = hits / span
         dist = _convolve(dist, hist, width)
     return dist
+
+
+@lru_cache(maxsize=1 << 12)
+def _index_strides(r: Refinement, names: tuple[str, ...]) -> tuple[int, ...]:
+    """``ref_stride(r, n)`` for each of ``names``, memoised."""
+    return tuple(ref_stride(r, n) for n in names)
 
 
 def _convolve(a: dict[int, float], b: dict[int, float], width: int) -> dict[int, float]:

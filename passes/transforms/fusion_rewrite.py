@@ -146,14 +146,16 @@ class View(NamedTuple):
     lo: tuple[int, ...]   # where the members' box starts, relative to the point's origin
 
 
-def fused_views(placed: Sequence[Member], shell: Block,
-                context: tuple[Block, ...]) -> dict[str, View] | None:
+def fused_views(placed: Sequence[Member], shell: Block, context: tuple[Block, ...],
+                parent: Block | None = None) -> dict[str, View] | None:
     """F's view of every buffer the members view: one origin per buffer, sized to the union
     of the members' boxes.
     Requires: ``placed`` from :func:`place_member`, ``shell`` a block with F's indexes,
-    ``context`` the ancestors down to the parent. Guarantees: None when members disagree
-    on how the point moves a buffer or a footprint fails; else each view's access is the
-    part F carries plus the box's low corner, its direction and aggregation the members'."""
+    ``context`` the ancestors down to the parent (only their indexes and constraints are
+    read), ``parent`` the parent itself (default ``context[-1]``). Guarantees: None when
+    members disagree on how the point moves a buffer or a footprint fails; else each view's
+    access is the part F carries plus the box's low corner, its direction and aggregation
+    the members'."""
     found: dict[str, list[tuple[Refinement, poly.Box | None]]] = {}
     fpart: dict[str, tuple[Affine, ...]] = {}
     ancestors = context + (shell,)
@@ -171,7 +173,8 @@ def fused_views(placed: Sequence[Member], shell: Block,
             except ValueError:
                 return None
             found.setdefault(r.from_, []).append((r, box))
-    parent = context[-1]
+    if parent is None:
+        parent = context[-1]
     return {x: _view(parent.ref(x), uses, fpart[x]) for x, uses in found.items()}
 
 
