@@ -64,6 +64,7 @@ from .c_text import (
     MAIN_MEMORY,
     Scope,
     View,
+    accumulate_text,
     c_literal,
     combine_text,
     comment_name,
@@ -231,7 +232,7 @@ class _Emitter(LoopWriter, KernelWriter):
         src, src_dtype = scope.scalars[s.from_]
         if s.into in scope.redirect:
             target, dtype, agg = scope.redirect[s.into]
-            self.line(combine_text(target, _stored(src, src_dtype, dtype), agg, dtype))
+            self.line(accumulate_text(target, _stored(src, src_dtype, dtype), agg, dtype))
             return
         view = scope.refs[s.into]
         self.line(store_text(view, _stored(src, src_dtype, view.dtype), view.agg))

@@ -23,6 +23,8 @@ from .c_text import (
     MAIN_MEMORY,
     Scope,
     View,
+    accumulate_text,
+    accumulator_type,
     combine_text,
     comment_name,
     identity_text,
@@ -175,7 +177,7 @@ class LoopWriter:
         lo, hi = self.bound_text(bound, scope)
         first, end = self.fresh("x"), self.fresh("x")
         self.line(f"const int64_t {first} = {lo}, {end} = {hi};")
-        self.line(f"{C_TYPES[w.dtype]} {acc}[{bound.hi - bound.lo}];"
+        self.line(f"{accumulator_type(w.agg_op, w.dtype)} {acc}[{bound.hi - bound.lo}];"
                   f"  /* {comment_name(w.into)} accumulated over the reduction */")
         self.line(f"for (int64_t t_ = 0; t_ < {end} - {first}; ++t_) {acc}[t_] = "
                   f"{identity_text(w.agg_op, w.dtype)};")
@@ -206,7 +208,7 @@ class LoopWriter:
         group into its own set, and the sets combine into the first in order before the
         one-set loop takes the points left."""
         w, lanes, sets = lane
-        ct, agg = C_TYPES[w.dtype], w.agg_op
+        ct, agg = accumulator_type(w.agg_op, w.dtype), w.agg_op
         accs = [self.fresh("r") for _ in range(sets)]
         acc, x, lane = accs[0], self.fresh("x"), self.fresh("l")
         self.line(f"{ct} {', '.join(f'{a}[{lanes}]' for a in accs)};"
@@ -236,7 +238,7 @@ class LoopWriter:
             self.close()
             self.open(f"for (int64_t {lane} = 0; {lane} < {lanes}; ++{lane})")
             for a in accs[1:]:
-                self.line(combine_text(f"{acc}[{lane}]", f"{a}[{lane}]", agg, w.dtype))
+                self.line(accumulate_text(f"{acc}[{lane}]", f"{a}[{lane}]", agg, w.dtype))
             self.close()
         self.open(f"for (; {x} + {lanes} <= {hi}; {x} += {lanes})")
         self.prefetches(b, ix, x, outer, scope)
@@ -250,7 +252,7 @@ class LoopWriter:
         self.lane_body(b, ix, point, w, f"{acc}[{lane}]", outer, scope, path)
         self.close(2)
         self.open(f"for (int64_t {lane} = 1; {lane} < {lanes}; ++{lane})")
-        self.line(combine_text(f"{acc}[0]", f"{acc}[{lane}]", agg, w.dtype))
+        self.line(accumulate_text(f"{acc}[0]", f"{acc}[{lane}]", agg, w.dtype))
         self.close()
         self.open(f"for (; {x} < {hi}; ++{x})")
         self.lane_body(b, ix, x, w, f"{acc}[0]", outer, scope, path)

@@ -79,7 +79,8 @@ class Scope:
     refs: dict[str, View] = field(default_factory=dict)   # IR ref -> view
     scalars: dict[str, tuple[str, DType]] = field(default_factory=dict)
     in_transfer: bool = False  # inside a block tagged ``transfer``: count bytes moved
-    # stores into these views combine into a C lvalue instead: name -> (lvalue, dtype, agg)
+    # stores into these views combine into a local accumulator (``accumulator_type``)
+    # instead: name -> (lvalue, dtype, agg)
     redirect: dict[str, tuple[str, DType, AggOp]] = field(default_factory=dict)
 
 
@@ -104,6 +105,33 @@ def combine_text(p: str, value: str, agg: AggOp, dtype: DType) -> str:
         return f"{p} = {c_nan_max(op, dtype, p, value)};"
     # a select, not an `if`: gcc turns it into a vector max/min
     return f"{{ const {C_TYPES[dtype]} t_ = {value}; {p} = t_ {op} {p} ? t_ : {p}; }}"
+
+
+_UNSIGNED_ACCUMULATORS = {DType.INT8: "uint32_t", DType.INT16: "uint32_t",
+                          DType.INT32: "uint32_t", DType.INT64: "uint64_t"}
+
+
+def accumulator_type(agg: AggOp, dtype: DType) -> str:
+    """The C type of a local accumulator (a row accumulator, a lane) of a reduction by
+    ``agg`` into ``dtype``: for sums and products of signed integers an unsigned type of at
+    least that width (``uint32_t``, ``uint64_t`` for ``int64``), so that the accumulation
+    wraps, cannot overflow a promoted ``int``, and is a plain unsigned reduction (gcc 12
+    -O3 vectorises a reduction that converts back to a signed type on every step,
+    ``r = (int32_t)((uint32_t)r + x)`` or ``int8_t r; r += x``, over an outer loop
+    wrongly, dropping whole iterations). The low bits of the sum or product, which the
+    final combine keeps, are those of the wrapping result. The dtype's C type otherwise."""
+    if dtype in _UNSIGNED_ACCUMULATORS and agg in (AggOp.ADD, AggOp.MUL):
+        return _UNSIGNED_ACCUMULATORS[dtype]
+    return C_TYPES[dtype]
+
+
+def accumulate_text(p: str, value: str, agg: AggOp, dtype: DType) -> str:
+    """C statement combining ``value`` (of ``dtype``, or another accumulator) into the
+    local accumulator ``p`` declared with :func:`accumulator_type`."""
+    if dtype in _UNSIGNED_ACCUMULATORS and agg in (AggOp.ADD, AggOp.MUL):
+        op = "+" if agg is AggOp.ADD else "*"
+        return f"{p} {op}= ({_UNSIGNED_ACCUMULATORS[dtype]})({value});"
+    return combine_text(p, value, agg, dtype)
 
 
 def identity_text(agg: AggOp, dtype: DType) -> str:

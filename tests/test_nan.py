@@ -270,6 +270,25 @@ def test_integer_sums_and_products_wrap(config: str | None, dtype: str,
         np.testing.assert_array_equal(got[out], want, err_msg=f"{out} on {config}: C")
 
 
+COLUMN_SUMS = "function (A[M, N]) -> (O) { O[n : N] = +(A[m, n]); }"
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+@pytest.mark.parametrize("config", CONFIGS)
+def test_integer_column_sums_in_row_accumulators(config: str | None, dtype: str,
+                                                 rng: np.random.Generator) -> None:
+    """Column sums kept in a row accumulator across a tiled reduction (31 rows in tiles of
+    16 on cpu_avx2): the accumulator is unsigned, a form gcc 12 vectorises correctly (a
+    signed one that each step converts back to loses whole tiles there)."""
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (31, 13), endpoint=True).astype(dtype)
+    a[:, 0] = 1
+    got, interp = _run(COLUMN_SUMS, {"A": a}, config)
+    want = a.sum(axis=0, dtype=dtype)
+    np.testing.assert_array_equal(interp["O"], want, err_msg="interpreter")
+    np.testing.assert_array_equal(got["O"], want, err_msg=f"C on {config}")
+
+
 INT_MATMUL = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
 
 
