@@ -31,7 +31,8 @@ and ``compute.lane_chains``.
 
 Why it is legal: each form runs the same points. Every element still combines its terms
 in loop order, except that lanes and sets of lanes regroup a sum as a tiling of the
-reduction regroups it (``max`` and ``min`` stay exact); the split runs the iterations in
+reduction regroups it (``max`` and ``min`` stay exact, NaN included, and so do integer
+sums and products, which wrap: docs/semantics.md); the split runs the iterations in
 the order the one loop did.
 
 Preconditions: valid IR, ``order_loops`` already run (it fixes the innermost loop). A

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stripe
+from stripe.compiler import compile_program
 from stripe.dtypes import DType
 from stripe.intrinsics import INTRINSICS_TABLE, convert
 
@@ -369,3 +370,47 @@ def test_integer_programs_are_free_of_undefined_behaviour(tmp_path: Path) -> Non
         capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "runtime error" not in result.stderr
+
+
+STORE_INTO_INTS = """#program
+block []:1 ( // program
+    #user in new I[0] fp32:I(24):(1)
+    #user out new A[0] i32:I(24):(1)
+    #user out new B[0] i8:I(24):(1)
+    #user out new C[0] u8:I(24):(1)
+) {
+    0: #main
+    block []:1 ( // main
+        in I[0] fp32:I(24):(1)
+        out A[0] i32:I(24):(1)
+        out B[0] i8:I(24):(1)
+        out C[0] u8:I(24):(1)
+    ) {
+        0: #kernel
+        block [i:24]:24 ( // k
+            in I[i] fp32:I(1):(1)
+            out A[i] i32:I(1):(1)
+            out B[i] i8:I(1):(1)
+            out C[i] u8:I(1):(1)
+        ) {
+            0: $x = load(I)
+            1: A = store($x)
+            2: B = store($x)
+            3: C = store($x)
+        }
+    }
+}
+"""
+
+
+def test_a_float_stored_into_an_integer_view_saturates() -> None:
+    """A store converts as ``cast`` does: NaN gives 0, out of range saturates."""
+    program = stripe.parse_ir(STORE_INTO_INTS)
+    i = np.tile(np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 300.0, -300.0, -2.7], np.float32),
+                3)
+    got = compile_program(program)(I=i)
+    interp = stripe.interpret(program, {"I": i})
+    for name, dtype in (("A", DType.INT32), ("B", DType.INT8), ("C", DType.UINT8)):
+        want = convert(i, dtype)
+        np.testing.assert_array_equal(interp[name], want, err_msg=f"{name}: interpreter")
+        np.testing.assert_array_equal(got[name], want, err_msg=f"{name}: C")
