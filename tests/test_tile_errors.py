@@ -401,3 +401,17 @@ def test_large_random_expressions_compute_what_numpy_computes(seed):
     src = f"function (A[N], B[N]) -> (C) {{ C = {text}; }}"
     got = _run(src, {"A": ((6,), "float32"), "B": ((6,), "float32")}, {"A": a, "B": b})["C"]
     np.testing.assert_array_equal(got, expected)
+
+
+def test_integer_pow_folds_as_the_intrinsic_computes():
+    src = ("function (A, B) -> (C, D, E, F, G) { C = A + pow(2, -1); D = A + pow(-1, -3); "
+           "E = A + pow(-1, 1000000000000); F = A + pow(3, 39); G = A + pow(B, -1); }")
+    a = np.zeros(2, np.int64)
+    b = np.array([2, -1], np.int64)
+    out = _run(src, {"A": ((2,), "int64"), "B": ((2,), "int64")}, {"A": a, "B": b})
+    assert out["C"].dtype == np.int64 and list(out["C"]) == [0, 0]
+    assert list(out["D"]) == [-1, -1] and list(out["E"]) == [1, 1]
+    assert list(out["F"]) == [3**39] * 2 and list(out["G"]) == [0, -1]
+    with pytest.raises(TileError, match=r"overflows 64-bit integers \(2 to the power "
+                                        r"100000000000000000\)"):
+        stripe.lower("function (A) -> (C) { C = A + pow(2, 100000000000000000); }", I64)

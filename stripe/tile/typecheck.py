@@ -482,12 +482,12 @@ def _fold_binary(op: str, a: Scalar, b: Scalar, pos: A.Pos) -> Scalar:
     if op in ("/", "%") and y == 0:
         raise TileError("division by zero", pos.line, pos.column)
     if ints:
-        return _fold_int(op, x, y)  # type: ignore[arg-type]
+        return _fold_int(op, x, y, pos)  # type: ignore[arg-type]
     with np.errstate(all="ignore"):
         return _fold_float(op, np.float64(x), np.float64(y))
 
 
-def _fold_int(op: str, x: int, y: int) -> int | float:
+def _fold_int(op: str, x: int, y: int, pos: A.Pos) -> int:
     if op == "+":
         return x + y
     if op == "-":
@@ -502,11 +502,14 @@ def _fold_int(op: str, x: int, y: int) -> int | float:
         return min(x, y)
     if op == "max":
         return max(x, y)
-    # pow: exact for exponents 0..64 (then checked against 64 bits), float otherwise
-    if 0 <= y <= 64:
+    # pow, as the intrinsic computes it on integers (docs/semantics.md): exact, a negative
+    # exponent giving 1/x**-y truncated; a result past 64 bits is refused by the caller
+    if y < 0:
+        return 1 if x == 1 else (1 - 2 * (y & 1) if x == -1 else 0)
+    if abs(x) <= 1 or y < 64:
         return x ** y
-    with np.errstate(all="ignore"):
-        return float(np.power(np.float64(x), np.float64(y)))
+    raise TileLimitError(f"this constant expression overflows 64-bit integers ({x} to the "
+                         f"power {y})", pos.line, pos.column)
 
 
 def _fold_float(op: str, x: np.float64, y: np.float64) -> float:
