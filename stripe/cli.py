@@ -225,13 +225,24 @@ def _compile(program: Block, target: str | None) -> Program:
 
 
 def _error(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
-    """Largest absolute difference and the tolerance allowed for this dtype and scale."""
+    """Largest absolute difference and the tolerance allowed for this dtype and scale.
+    NaN where the interpreter has NaN, and the same infinity, count as equal; NaN or an
+    infinity on one side only is an infinite difference. Integers and bools must be equal
+    (tolerance 0)."""
     if ref.size == 0:
         return 0.0, 0.0
-    diff = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))
     if not np.issubdtype(ref.dtype, np.floating):
-        return diff, 0.0
-    scale = float(np.max(np.abs(ref.astype(np.float64)))) if ref.size else 1.0
+        if np.array_equal(got, ref):
+            return 0.0, 0.0
+        exact = np.abs(got.astype(object) - ref.astype(object))  # Python ints: no wrapping
+        return float(np.max(exact)), 0.0
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = (g == r) | (np.isnan(g) & np.isnan(r))
+        diff = np.where(same, 0.0, np.abs(g - r))
+    diff = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
+    finite = np.abs(r[np.isfinite(r)])
+    scale = float(finite.max()) if finite.size else 1.0
     eps = float(np.finfo(ref.dtype).eps)
     return diff, 1e3 * eps * max(scale, 1.0)
 

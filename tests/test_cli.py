@@ -279,3 +279,31 @@ def test_a_closed_stdout_is_an_error_not_a_traceback(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_cmd_show", closed)
     assert main(["show", *MATMUL]) == 2
     assert "standard output was closed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("body", ["O = log(A);", "O = A / 0.0;", "O = sqrt(A) * 0.0;"])
+def test_check_counts_the_same_nan_and_infinity_as_equal(body, tmp_path, capsys):
+    """Random normal inputs make NaN and infinities here, in the C and in the interpreter
+    alike: --check reports ok (it reported a mismatch), and nothing goes to stderr."""
+    tile = tmp_path / "nan.tile"
+    tile.write_text(f"function (A[N]) -> (O) {{ {body} }}\n")
+    assert main(["run", str(tile), "-i", "A=64", "--check", "--repeat", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "(ok)" in captured.out and captured.err == ""
+
+
+def test_check_error_measure():
+    import numpy as np
+
+    from stripe.cli import _error
+
+    f32 = np.float32
+    assert _error(np.array([np.nan, np.inf, 1], f32), np.array([np.nan, np.inf, 1], f32))[0] == 0
+    for got in ([np.nan, 1], [np.inf, 1], [-np.inf, 1]):
+        assert _error(np.array(got, f32), np.array([1, 1], f32))[0] == np.inf
+    assert _error(np.array([-np.inf], f32), np.array([np.inf], f32))[0] == np.inf
+    err, tol = _error(np.array([1.0001, 1], f32), np.array([1, 1], f32))
+    assert 0 < err <= tol
+    big = np.array([-2**63], np.int64), np.array([2**63 - 1], np.int64)
+    assert _error(*big) == (float(2**64 - 1), 0.0)  # no wrapping
+    assert _error(np.array([True]), np.array([False])) == (1.0, 0.0)
