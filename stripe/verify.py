@@ -50,6 +50,8 @@ from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
+import numpy as np
+
 from .affine import Affine
 from .errors import VerifyError
 from .intrinsics import INTRINSICS_TABLE
@@ -289,7 +291,7 @@ def _one_stmt_problems(block: Block, s: Statement, scalars: _Scalars) -> Iterato
 
 def _constant_problems(s: Constant) -> Iterator[str]:
     value = s.value
-    if not isinstance(value, (bool, int, float)):
+    if not isinstance(value, (bool, int, float, np.generic)):
         yield f"constant '{s.name}' has the non-numeric value {str(value)[:40]!r}"
     elif isinstance(value, int) and not isinstance(value, bool) and not fits_int(value):
         yield f"constant '{s.name}' = {str(value)[:40]} does not fit in 64 bits"
