@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 
 from stripe.affine import Affine
 from stripe.ir import Block, Index, RefDir, Refinement, Statement, with_field
-from stripe.target import Target
+from stripe.target import MAX_UNITS, Target
 
 from .select import Selection, Site, rewrite, statement_uses
 from .transforms.layout import contiguous, reduction_is_unit_stride, restride_below
@@ -117,8 +117,8 @@ class Options(Selection):
             raise ValueError(f"in_place must be >= 0, got {self.in_place}")
         if self.output_cost < 0:
             raise ValueError(f"output_cost must be >= 0, got {self.output_cost}")
-        if self.units is not None and self.units < 1:
-            raise ValueError(f"units must be >= 1, got {self.units}")
+        if self.units is not None and not 1 <= self.units <= MAX_UNITS:
+            raise ValueError(f"units must be from 1 to {MAX_UNITS}, got {self.units}")
 
     @property
     def cores(self) -> int:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .cflags import VALID_CFLAGS, cflag_ok, cflag_problem
-from .target import Compute, Memory, Target
+from .target import MAX_UNITS, Compute, Memory, Target
 from .yamlread import (
     MAX_FILE_BYTES,
     SIZE_UNITS,
@@ -76,9 +76,6 @@ COMPUTE_KEYS = ("units", "vector_width", "vector_registers", "prefetch_ahead",
                 "copy_prefetch", "kernel_unroll", "kernel_chains", "kernel_prefetch",
                 "prefetch_writes", "lane_chains")
 MAX_KERNEL_UNROLL = 16  # copies of a kernel's loop body; more only grows the C
-MAX_UNITS = 1024
-"""The most compute units a config may give: the passes that share work among them (autotile's
-balance term, hoist, threads) plan per unit."""
 COMPUTE_ZERO_OK = ("prefetch_ahead", "copy_prefetch", "kernel_prefetch", "prefetch_writes")
 COMPUTE_MAXIMUM = {"kernel_unroll": MAX_KERNEL_UNROLL, "kernel_chains": 64, "prefetch_writes": 1,
                    "lane_chains": 16, "units": MAX_UNITS}

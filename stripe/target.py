@@ -18,6 +18,10 @@ from dataclasses import dataclass
 DEFAULT_CACHE_LINE = 64
 """Bytes per cache line when a target declares no memory."""
 
+MAX_UNITS = 1024
+"""The most compute units a target (or a pass option) may give: the passes that share work
+among them (autotile's balance term, hoist, threads) plan per unit."""
+
 
 @dataclass(frozen=True)
 class Memory:

@@ -16,6 +16,7 @@ from stripe.passes import REGISTRY, hoist
 from stripe.passes.hoist import Options
 from stripe.passes.manager import run_pipeline
 from stripe.passes.select import Site
+from stripe.target import MAX_UNITS
 
 MATMUL = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
 
@@ -286,3 +287,9 @@ def test_cpu_avx2_reads_the_rows_of_a_2048x347_matrix_in_place(rng):
     assert any(n.endswith("cache_in_B") for n in names)
     assert not any(n.endswith("cache_in_A") for n in names)
     np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("units", [0, MAX_UNITS + 1, 2**63 - 1])
+def test_units_outside_the_planned_range_are_refused(units: int) -> None:
+    with pytest.raises(ValueError, match=f"units must be from 1 to {MAX_UNITS}"):
+        hoist.Options(units=units)
