@@ -262,7 +262,11 @@ FUSE_OPTIONS = [
 ]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LONG = settings._current_profile == "long"  # type: ignore[attr-defined]
+
+
+@settings(max_examples=500 if LONG else 25, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(source=_dags(), k=st.integers(0, len(FUSE_OPTIONS) - 1))
 def test_fuse_search_matches_the_plain_search(source: str, k: int) -> None:
     """The indexed search, which resumes after a fusion where the fusion can matter, fuses
