@@ -92,7 +92,7 @@ from functools import lru_cache
 from stripe import poly
 from stripe.ir import Block, Refinement
 from stripe.poly import Box
-from stripe.target import Target
+from stripe.target import MAX_UNITS, Target
 
 from .select import Selection, Site, check_time, rewrite
 from .transforms.footprint import box_runs, cache_lines, tile_origin_residues
@@ -105,10 +105,6 @@ from .transforms.tile import divisors as divisors_of
 NAME = "autotile"
 
 _RUNS_EXACT = 1 << 11  # beyond this many contiguous runs per box, lines are estimated
-
-MAX_UNITS = 1024
-"""The largest ``units`` and ``units_parts`` (a config's ``compute.units`` has the same
-cap): the balance term hands out every share to a core in turn."""
 
 
 @dataclass(frozen=True)
@@ -265,7 +261,7 @@ class Options(Selection):
         for name in ("min_size", "min_count", "units", "units_parts"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("units", "units_parts"):
+        for name in ("units", "units_parts"):  # the balance term plans every share
             if getattr(self, name) is not None and getattr(self, name) > MAX_UNITS:
                 raise ValueError(f"{name} must be at most {MAX_UNITS} (the balance term "
                                  f"plans every share), got {getattr(self, name)}")
