@@ -121,9 +121,9 @@ class Program:
 
     def _fast_path(self) -> Callable[..., dict[str, np.ndarray] | None] | None:
         """``run`` for the common call, written out for this program's buffers: ``inputs`` a
-        dict, every input a C-contiguous, aligned numpy array of its compiled shape and
-        dtype, and ``out`` None or a dict giving every output (C-contiguous, aligned,
-        writable, sharing no memory). It returns None,
+        dict, every input a C-contiguous numpy array aligned to its item size, of its
+        compiled shape and dtype, and ``out`` None or a dict giving every output (likewise,
+        and writable, sharing no memory). It returns None,
         before touching anything, when the call is not like that, and ``run`` then takes
         the general path, which also explains what is wrong. None when a buffer is not laid
         out dense and row-major, or is empty. Buffer names reach the generated code only as
@@ -212,8 +212,10 @@ class Program:
         ``out``, None or a mapping, may give some or all outputs as numpy arrays of their
         exact shape and dtype, C-contiguous, writable and sharing no memory with an input or
         another output: the program writes them in place (no allocation per call, so no
-        page faults on a fresh 16 MiB buffer) and they are returned. The others are
-        allocated, on 64-byte boundaries (:mod:`stripe.arrays`).
+        page faults on a fresh 16 MiB buffer) and they are returned (one whose data is not
+        aligned to its item size, ``a.flags.aligned`` False, is written through an aligned
+        copy: the C code sees only aligned pointers). The others are allocated, on 64-byte
+        boundaries (:mod:`stripe.arrays`).
 
         Before anything runs or is written, a call raises
         :class:`~stripe.arrays.ArgumentTypeError` when ``inputs`` or ``out`` is not a
