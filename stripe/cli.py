@@ -9,7 +9,8 @@
 ``run`` fills the inputs with seeded random values, compiles the program to C, runs it and
 prints each output's shape and dtype and the best time per call; ``--check`` also runs the
 reference interpreter on the same inputs and prints the largest difference (exit status 1 if
-it exceeds the tolerance). ``--interpret`` runs the interpreter only. ``compile`` writes
+it exceeds the tolerance; NaN where the interpreter has NaN, and the same infinity, are
+equal). ``--interpret`` runs the interpreter only. ``compile`` writes
 ``00_lower.stripe``, ``01_<pass>.stripe``, ... and ``kernel.c`` into the dump directory (a
 pass name's characters other than letters, digits, ``_``, ``-`` and ``.`` become ``_``).
 
@@ -18,7 +19,7 @@ difference from the interpreter; 2 a usage error (argparse's) or an error in the
 the Tile file, the ``--input`` specs, the config, a limit, a file that cannot be read or
 written -- reported on stderr as a line ``stripe: error: ...`` (a Tile syntax error adds
 its source line and a caret); 3 an internal error (a bug in stripe), one line
-``stripe: internal error: ...``. ``--debug`` shows the traceback
+``stripe: internal error: ...``; 130 interrupted (Ctrl-C). ``--debug`` shows the traceback
 of an error instead.
 """
 
@@ -54,6 +55,7 @@ EXIT_STATUSES = """exit statuses:
   2  usage error, or an error in the input (the Tile file, --input, the config, a
      limit, a file that cannot be read or written): a line "stripe: error: ..."
   3  internal error (a bug in stripe): one line "stripe: internal error: ..."
+  130  interrupted (Ctrl-C)
 --debug shows the traceback of an error instead of the one line."""
 
 _INPUT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=([0-9]+(?:x[0-9]+)*)?(?::([a-z0-9]+))?")
@@ -325,6 +327,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"stripe: error: {_message(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("stripe: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader of stdout went away (stripe show ... | head)
         try:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (nothing more to flush)

@@ -270,6 +270,17 @@ def test_an_internal_error_is_one_line_and_exit_3(monkeypatch, capsys):
         main(["show", *MATMUL, "--debug"])
 
 
+def test_an_interrupt_is_exit_130(monkeypatch, capsys):
+    import stripe.cli as cli
+
+    def interrupted(args):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_cmd_show", interrupted)
+    assert main(["show", *MATMUL]) == 130
+    assert capsys.readouterr().err == "stripe: interrupted\n"
+
+
 def test_a_closed_stdout_is_an_error_not_a_traceback(monkeypatch, capsys):
     import stripe.cli as cli
 
