@@ -103,7 +103,8 @@ def _random_rows_case(agg: str) -> tuple[str, int]:
     return f"function (I[M, N]) -> (O) {{ O[m : M] = {op}(I[m, n]); }}", 67
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=1000 if settings._current_profile == "long" else 25,  # type: ignore[attr-defined]
+          deadline=None)
 @given(agg=st.sampled_from(list(REDUCTIONS)),
        specials=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 66),
                                    st.sampled_from([NAN, INF, -INF])), max_size=6),
