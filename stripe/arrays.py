@@ -14,7 +14,8 @@ returns that way.
 Arguments (checked before anything is allocated):
 
 - ``shape``: an integer or a sequence of integers (Python or numpy integers, not bools),
-  each at least 0, at most 64 of them;
+  each at least 0, at most 64 of them, whose product (sizes of 0 left out) times the item
+  size fits 64 bits, as numpy requires;
 - ``dtype``: anything ``numpy.dtype`` accepts (None is float64, as in numpy) whose items
   have a fixed size and hold no Python objects;
 - ``alignment``: an integer, a power of two, at least the item size and at most
@@ -35,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import StripeError
-from .limits import check_bytes
+from .limits import check_bytes, check_int, check_product
 
 ALIGNMENT = 64
 """Bytes: a cache line of x86-64 and Arm cores, and a whole AVX-512 register."""
@@ -120,11 +121,14 @@ def empty(shape: int | Sequence[int], dtype: object = np.float32,
     long as the array. Arguments as in the module's docstring."""
     dims, dt = _shape(shape), _dtype(dtype)
     alignment = _alignment(alignment, dt.itemsize)
+    what = f"the elements of an array of shape {_short(dims)} and dtype {dt}"
     nbytes = dt.itemsize
     for d in dims:
         nbytes *= d
-    check_bytes(nbytes + alignment,
-                f"the elements of an array of shape {_short(dims)} and dtype {dt}")
+    check_bytes(nbytes + alignment, what)
+    # numpy's own bound, for arrays of no elements: the product of the sizes other than 0,
+    # in bytes, fits 64 bits
+    check_int(check_product(dims, what) * dt.itemsize, what)
     return _empty_unchecked(nbytes, dt, dims, alignment)
 
 

@@ -97,6 +97,14 @@ def test_huge_shapes_are_refused_before_allocating(shape):
         empty(shape)
 
 
+@pytest.mark.parametrize("shape", [(2**62, 0), (0, 2**63), (2**70, 0), (2**40, 2**40, 0)])
+def test_empty_shapes_past_64_bits_are_refused(shape):
+    """No elements, but numpy refuses sizes whose product (0 left out) passes 64 bits."""
+    with pytest.raises(LimitError, match="does not fit in 64 bits"):
+        empty(shape)
+    assert empty((2**40, 0)).shape == (2**40, 0)  # numpy takes this one
+
+
 def test_the_memory_limit_counts_the_items_and_the_alignment(monkeypatch):
     monkeypatch.setenv("STRIPE_MAX_BYTES", "4KiB")
     assert empty(1008).nbytes == 4032  # 4032 + 64 bytes: exactly the limit
