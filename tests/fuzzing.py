@@ -514,6 +514,19 @@ def _interpret_other_poison(program: object, arrays: dict) -> dict:
         return stripe.interpret(program, arrays)  # type: ignore[arg-type]
 
 
+def exact_config(config: object) -> object:
+    """``config`` with every ``pad`` entry's ``finite_math`` off: the pipeline that keeps
+    the NaN and infinity rules exactly (docs/semantics.md, "Passes that assume finite
+    data"), for inputs that hold them."""
+    import dataclasses
+
+    passes = tuple(
+        dataclasses.replace(e, options=dataclasses.replace(e.options, finite_math=False))
+        if e.type == "pad" and hasattr(e.options, "finite_math") else e
+        for e in config.passes)  # type: ignore[attr-defined]
+    return dataclasses.replace(config, passes=passes)  # type: ignore[call-overload]
+
+
 # Where compiled programs run: the host target (no passes) or a shipped config's pipeline.
 TARGETS: tuple[str | None, ...] = (None, None, "cpu_generic", "cpu_avx2", "npu_example",
                                    "examples/full_pool", "examples/paper_fig4")
@@ -525,9 +538,10 @@ def _interpret_and_compile(program: object, rng: random.Random, compile_rate: fl
     """Interpret ``program`` (a verified block) on random inputs (``special``: with NaN,
     +-inf and integer extremes among them); with probability ``compile_rate`` also compile
     it to C (``configs``: through a random shipped config's pipeline, with the verifier
-    after every pass) and compare. ``defined_only``: compare only the outputs the program
-    overwrites whole before reading them (``overwritten_outputs``); the others hold
-    undefined elements (docs/semantics.md), as mutated IR can leave them."""
+    after every pass; with ``special`` inputs, :func:`exact_config` of it) and compare.
+    ``defined_only``: compare only the outputs the program overwrites whole before reading
+    them (``overwritten_outputs``) and whose value does not depend on undefined memory; the
+    others hold undefined elements (docs/semantics.md), as mutated IR can leave them."""
     import numpy as np
 
     import stripe
@@ -549,6 +563,8 @@ def _interpret_and_compile(program: object, rng: random.Random, compile_rate: fl
             prog = compile_program(program)  # type: ignore[arg-type]
         else:
             config = stripe.load_config(target)
+            if special:
+                config = exact_config(config)  # type: ignore[assignment]
             final, trace = run_pipeline(program, config, verify=True)  # type: ignore[arg-type]
             prog = compile_program(final, trace, target=config.target, decided=True)
         got = prog.run(arrays)
