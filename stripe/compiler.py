@@ -33,7 +33,7 @@ from .config import Config, load_config
 from .dtypes import DType
 from .errors import StripeError
 from .ir import Block, RefDir
-from .limits import check_bytes, max_bytes
+from .limits import check_bytes, check_program_bytes, max_bytes
 from .target import HOST, Compute, Target
 from .tile import lower
 from .verify import verify as verify_ir
@@ -475,7 +475,9 @@ def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None
     ``decided`` (the program comes out of :func:`run_pipeline`, which ends with them), the
     back end's decision passes run on it first with their defaults
     (:func:`stripe.passes.manager.decide`). Wrong types raise ArgumentTypeError naming
-    the argument; ``flags`` is a sequence of strings (not one string)."""
+    the argument; ``flags`` is a sequence of strings (not one string). A program whose
+    buffers exceed :func:`stripe.limits.max_bytes` raises LimitError before any C is
+    written."""
     if not isinstance(program, Block):
         raise ArgumentTypeError(f"program must be a Block (from stripe.lower or "
                                 f"stripe.parse_ir), got {type(program).__name__}")
@@ -490,6 +492,7 @@ def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None
     if not decided:
         program = decide(program, target)
     verify_ir(program)
+    check_program_bytes(program)  # a Block from parse_ir or a pass, not only from lower
     target_flags, target_vector = build_settings(target)
     flags = target_flags if flags is None else flags
     c_program = emit_c(program, target_vector if vector is None else vector)

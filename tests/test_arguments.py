@@ -241,6 +241,16 @@ def test_the_errors_are_builtin_errors_too(prog, ab):
 
 # --- memory a call allocates ------------------------------------------------------------------
 
+def test_compile_program_refuses_programs_over_the_memory_limit(monkeypatch):
+    src = "function (A[N], B[M]) -> (C) { C[i, j : N, M] = =(A[i] * B[j]); }"
+    program = stripe.lower(src, {"A": ((300,), "float32"), "B": ((200,), "float32")})
+    text = stripe.print_ir(program)
+    monkeypatch.setenv("STRIPE_MAX_BYTES", "100KiB")
+    for block in (program, stripe.parse_ir(text)):
+        with pytest.raises(LimitError, match="the largest: 'C'"):
+            compile_program(block)
+
+
 def test_outputs_over_the_memory_limit_are_refused_before_allocating(monkeypatch):
     """A Program whose outputs total more than STRIPE_MAX_BYTES when it is made (as one
     served from the pipeline cache is) allocates nothing: a call that would raises
