@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .errors import StripeError
+from .errors import ArgumentError, ArgumentTypeError
 from .limits import check_bytes, check_int, check_product
 
 ALIGNMENT = 64
@@ -46,16 +46,6 @@ MAX_ALIGNMENT = 2**30
 page)."""
 
 _MAX_DIMS = 64  # numpy's limit on the number of dimensions
-
-
-class ArgumentError(StripeError, ValueError):
-    """An argument of a public function has a wrong value (a shape, dtype, size, name or
-    layout); the message names the argument. Also a ``ValueError``."""
-
-
-class ArgumentTypeError(StripeError, TypeError):
-    """An argument of a public function has a wrong type; the message names the argument.
-    Also a ``TypeError``."""
 
 
 def _is_int(x: object) -> bool:

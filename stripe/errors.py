@@ -73,3 +73,13 @@ class InterpreterError(IRError):
 class LimitError(StripeError):
     """A documented limit was exceeded: a program's memory, an integer's width, an
     expression's depth, a compile's time (docs/limits.md)."""
+
+
+class ArgumentError(StripeError, ValueError):
+    """An argument of a public function has a wrong value (a shape, dtype, size, name or
+    layout); the message names the argument. Also a ``ValueError``."""
+
+
+class ArgumentTypeError(StripeError, TypeError):
+    """An argument of a public function has a wrong type; the message names the argument.
+    Also a ``TypeError``."""
