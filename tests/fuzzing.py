@@ -940,13 +940,13 @@ def _cli_bases(workdir: Path) -> list[list[str]]:
         ["run", *mm, "--check", "--repeat", "1"], ["run", *sm, "--interpret"],
         ["run", *mp, "--check", "--repeat", "1", "--seed", "3"],
         ["run", *mm, "--target", "cpu_generic", "--stats", "--repeat", "1"],
-        ["compile", *sm, "--dump-dir", str(workdir / "dump")],
+        ["compile", *sm, "--dump-dir", "dump"],
         ["passes"], ["configs"],
     ]
 
 
 _CLI_VALUES: tuple[str, ...] = (
-    "-1", "0", "9223372036854775808", "1e3", "", "-", "--", "/", "/dev/null", "/etc/passwd",
+    "-1", "0", "9223372036854775808", "1e3", "", "-", "--", "/dev/null", "/etc/passwd",
     "/proc/self/status", "a/b", "..", "nope.tile", "A=0x0", "A=99999999999x99999999999",
     "A=:int32", "A=3x:float32", "=3", "A=3:float99", "A=2x2:bool", "cpu_avx512", "npu_example",
     "--seed", "--repeat", "--target", "--input", "-i", "--check", "--interpret", "--stats",
@@ -989,17 +989,23 @@ def check_cli(seed: int, workdir: Path) -> str:
     status 1 (``--check`` found a difference from the interpreter) is a wrong result."""
 
 
-    return check_cli_argv(cli_input(seed, workdir))
+    return check_cli_argv(cli_input(seed, workdir), workdir)
 
 
-def check_cli_argv(argv: list[str]) -> str:
-    """``stripe.cli.main(argv)``: see :func:`check_cli`."""
+def check_cli_argv(argv: list[str], workdir: Path) -> str:
+    """``stripe.cli.main(argv)`` with the working directory two levels inside ``workdir``
+    (relative dump folders, ``..`` and ``../..`` included, stay in it): see
+    :func:`check_cli`. Exit status 3 (stripe's internal error) is a bug."""
     import io
 
     from stripe import cli
 
+    cwd = workdir / "c" / "d"
+    cwd.mkdir(parents=True, exist_ok=True)
     out, err = io.StringIO(), io.StringIO()
+    previous = os.getcwd()
     try:
+        os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = cli.main(argv)
     except SystemExit as e:
@@ -1007,6 +1013,10 @@ def check_cli_argv(argv: list[str]) -> str:
         if code not in (0, 2):
             raise WrongResult(f"argparse exit {code} for {argv!r}") from None
         return f"exit {code}"
+    finally:
+        os.chdir(previous)
+    if code == 3:
+        raise RuntimeError(f"stripe {argv!r}: {err.getvalue().strip()[-1500:]}")
     if code == 1:
         raise WrongResult(f"stripe {' '.join(argv)} reported a difference from the "
                           f"interpreter:\n{out.getvalue()[-2000:]}")

@@ -3,9 +3,10 @@
 Each example is a seed: ``fuzzing.cli_input(seed)`` mutates a valid argument list (``show``,
 ``run --check``, ``run --interpret``, ``run --target ... --stats``, ``compile --dump-dir``,
 ``passes``, ``configs``): arguments replaced, deleted, duplicated or inserted, odd numbers,
-paths and specs, mutated Tile files. The contract: exit status 0, or 2 with one
-``stripe: error:`` line (argparse's own exit included), never a traceback, and never status 1
-(``--check`` found a difference from the interpreter). ``python tests/fuzzing.py show cli
+paths and specs, mutated Tile files; run in a temporary working directory. The contract:
+exit status 0, or 2 with one ``stripe: error:`` line (argparse's own exit included), never a
+traceback or status 3 (an internal error), and never status 1 (``--check`` found a
+difference from the interpreter). ``python tests/fuzzing.py show cli
 SEED`` prints a seed's argument list.
 """
 
@@ -57,10 +58,10 @@ KNOWN: list[tuple[str, list[str]]] = [
 
 
 @pytest.mark.parametrize("argv", [pytest.param(a, id=n) for n, a in KNOWN])
-def test_known_argument_lists_exit_clearly(argv: list[str]) -> None:
+def test_known_argument_lists_exit_clearly(argv: list[str], tmp_path: Path) -> None:
     # /dev/zero as a Tile file: reading it must end (in an error) before memory runs out
     with fuzzing.memory_limit(8 * 2**30):
-        fuzzing.checked(lambda seed: fuzzing.check_cli_argv(argv), 0, limit=20.0)
+        fuzzing.checked(lambda seed: fuzzing.check_cli_argv(argv, tmp_path), 0, limit=20.0)
 
 
 def test_pass_named_with_a_slash_dumps_inside_the_folder(tmp_path: Path) -> None:
@@ -70,7 +71,7 @@ def test_pass_named_with_a_slash_dumps_inside_the_folder(tmp_path: Path) -> None
                    "  - {name: ../up, type: cleanup}\n")
     dump = tmp_path / "dump"
     result = fuzzing.checked(lambda seed: fuzzing.check_cli_argv(
-        ["compile", *MM, "--target", str(cfg), "--dump-dir", str(dump)]), 0)
+        ["compile", *MM, "--target", str(cfg), "--dump-dir", str(dump)], tmp_path), 0)
     if result == "exit 0":
         written = {p.resolve() for p in tmp_path.rglob("*") if p.is_file()}
         assert all(dump.resolve() in p.parents or p == cfg.resolve() for p in written), written
