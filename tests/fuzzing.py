@@ -678,15 +678,24 @@ def check_ir(seed: int, compile_rate: float = 0.2) -> str:
 
 def check_ir_text(text: str, rng: random.Random, compile_rate: float = 1.0,
                   what: str = "ir", special: bool = False, configs: bool = False) -> str:
-    """Parse ``text``; when it parses, verify; when it verifies, interpret and (with
-    probability ``compile_rate``) compile (``configs``: sometimes through a shipped
-    config's passes, for lowered programs) and compare."""
+    """Parse ``text``; when it parses, print and parse it again (the same block), verify;
+    when it verifies, interpret and (with probability ``compile_rate``) compile
+    (``configs``: sometimes through a shipped config's passes, for lowered programs) and
+    compare."""
     import stripe
 
     try:
         program = stripe.parse_ir(text)
     except Exception as e:  # noqa: BLE001
         return "parse " + typed_or_raise(e)
+    printed = stripe.print_ir(program)  # print_ir and parse_ir are inverses (compared as
+    try:  # text: NaN != NaN in blocks)
+        again = stripe.print_ir(stripe.parse_ir(printed))
+    except Exception as e:  # noqa: BLE001
+        raise WrongResult(f"{what}: the printed text of a parsed block does not parse: "
+                          f"{type(e).__name__}: {e}") from e
+    if again != printed:
+        raise WrongResult(f"{what}: parse_ir(print_ir(block)) differs from the block")
     try:
         stripe.verify(program)
     except Exception as e:  # noqa: BLE001

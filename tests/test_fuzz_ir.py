@@ -72,6 +72,8 @@ KNOWN: list[tuple[str, str]] = [
     ("range_4400_digits", (MAIN % KERNEL).replace("[i1:4]:4", "[i1:" + "9" * 4400 + "]:4", 1)),
     ("stride_minus_2_63", (MAIN % KERNEL).replace("fp32:I(1):(1):4 B",
                                                   "fp32:I(1):(-9223372036854775808):4 B", 1)),
+    ("range_product_past_64_bits", (MAIN % KERNEL).replace(
+        "block [i1:4]:4", "block [i1:4, j:9223372036854775807]:4", 1)),
     ("nested_blocks_60", _nested(60)),
     ("nested_blocks_3000", _nested(3000)),
     ("nul_byte", (MAIN % KERNEL).replace("tanh", "ta\x00nh", 1)),
@@ -82,6 +84,13 @@ KNOWN: list[tuple[str, str]] = [
 ]
 
 
-@pytest.mark.parametrize("text", [pytest.param(t, id=n) for n, t in KNOWN])
+# Open findings (/work/FINDINGS.md), until their owners fix them.
+_OPEN = {"range_product_past_64_bits": "T6: parse_ir accepts ranges whose product passes "
+                                       "64 bits, and its printed text does not parse"}
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param(t, id=n, marks=[pytest.mark.xfail(strict=False, reason=_OPEN[n])]
+                 if n in _OPEN else []) for n, t in KNOWN])
 def test_known_ir_inputs_parse_or_fail_clearly(text: str) -> None:
     fuzzing.checked(lambda seed: fuzzing.check_ir_text(text, random.Random(seed)), 0)
