@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -63,7 +62,7 @@ from stripe.ir import (
 )
 from stripe.target import Target
 
-from .select import Selection, Site, rewrite
+from .select import Selection, Site, check_time, rewrite
 from .transforms.substitute import substitute_indexes
 
 NAME = "cleanup"
@@ -79,8 +78,10 @@ class Options(Selection):
 
 def run(block: Block, options: Options, target: Target) -> Block:
     """Clean every selected block until nothing changes."""
+    memo: _UsesMemo = {}
     for _ in range(_MAX_ROUNDS):
-        new = rewrite(block, options, lambda b, site: _clean(b, site, options), order="post")
+        new = rewrite(block, options, lambda b, site: _clean(b, site, options, memo),
+                      order="post")
         if new is block:
             return block
         block = new
@@ -90,10 +91,10 @@ def run(block: Block, options: Options, target: Target) -> Block:
 _MAX_ROUNDS = 64  # each round removes something; real programs settle in two or three
 
 
-def _clean(block: Block, site: Site, options: Options) -> Block:
+def _clean(block: Block, site: Site, options: Options, memo: _UsesMemo) -> Block:
     if options.fold_constants:
         block = _fold_constants(block)
-    block = _strip_write_only(block, site)
+    block = _strip_write_only(block, site, memo)
     block = _prune_indexes(block)
     block = _drop_dead_blocks(block, site)
     block = _drop_dead_scalars(block)
@@ -146,49 +147,74 @@ def _is_visible(r: Refinement, site: Site) -> bool:
     return not r.is_alloc or r.dir is not RefDir.NONE or tags.USER in r.tags
 
 
-def _strip_write_only(block: Block, site: Site) -> Block:
+def _strip_write_only(block: Block, site: Site, memo: _UsesMemo) -> Block:
+    uses = _buffer_uses(block, memo)
     for r in block.refs:
+        check_time(site.path)
         if r.is_alloc and not _is_visible(r, site):
-            reads, writes = _uses(block, r.into)
+            reads, writes = uses.get(r.into, _NO_USE)
             if writes and not reads:
-                block = _strip_writes(block, r.into)
+                block, dropped_special = _strip_writes(block, r.into)
+                if dropped_special:  # its inputs may have lost their last read
+                    uses = _buffer_uses(block, memo)
     return block
 
 
-@lru_cache(maxsize=1 << 14)
-def _uses(block: Block, ref: str) -> tuple[bool, bool]:
-    """(read, written) for refinement ``ref`` of ``block``, below through views."""
-    reads = writes = False
+_NO_USE = (False, False)
+
+_UsesMemo = dict[int, tuple[Block, dict[str, tuple[bool, bool]]]]
+""":func:`_buffer_uses` by block identity (the block is kept, so that its id stays its own)."""
+
+
+def _buffer_uses(block: Block, memo: _UsesMemo) -> dict[str, tuple[bool, bool]]:
+    """name -> (read, written) for every buffer that ``block``'s statements touch, below
+    through views (one walk of the block; children's maps come from ``memo``)."""
+    hit = memo.get(id(block))
+    if hit is not None and hit[0] is block:
+        return hit[1]
+    out: dict[str, tuple[bool, bool]] = {}
+
+    def mark(name: str, read: bool, write: bool) -> None:
+        r, w = out.get(name, _NO_USE)
+        out[name] = (r or read, w or write)
+
     for s in block.stmts:
         if isinstance(s, Load):
-            reads = reads or s.from_ == ref
+            mark(s.from_, True, False)
         elif isinstance(s, Store):
-            writes = writes or s.into == ref
+            mark(s.into, False, True)
         elif isinstance(s, Special):
-            reads = reads or ref in s.inputs
-            writes = writes or ref in s.outputs
+            for x in s.inputs:
+                mark(x, True, False)
+            for x in s.outputs:
+                mark(x, False, True)
         elif isinstance(s, Block):
+            below = _buffer_uses(s, memo)
             for v in s.refs:
-                if v.from_ == ref:
-                    r, w = _uses(s, v.into)
-                    reads, writes = reads or r, writes or w
-    return reads, writes
+                if not v.is_alloc and v.into in below:
+                    mark(v.from_, *below[v.into])
+    memo[id(block)] = (block, out)
+    return out
 
 
-def _strip_writes(block: Block, ref: str) -> Block:
-    """``block`` without the stores into ``ref`` (and views of it below)."""
+def _strip_writes(block: Block, ref: str) -> tuple[Block, bool]:
+    """``block`` without the stores into ``ref`` (and views of it below), and whether a
+    special went with them."""
     stmts: list[Statement] = []
+    dropped_special = False
     for s in block.stmts:
         if isinstance(s, Store) and s.into == ref:
             continue
         if isinstance(s, Special) and s.outputs == (ref,):
+            dropped_special = True
             continue
         if isinstance(s, Block):
             for v in s.refs:
                 if v.from_ == ref:
-                    s = _strip_writes(s, v.into)
+                    s, dropped = _strip_writes(s, v.into)
+                    dropped_special = dropped_special or dropped
         stmts.append(s)
-    return block.replace(stmts=tuple(stmts))
+    return block.replace(stmts=tuple(stmts)), dropped_special
 
 
 # range-1 indexes -----------------------------------------------------------------------------
@@ -235,9 +261,14 @@ def _index_uses(block: Block) -> set[str]:
 
 def _drop_dead_blocks(block: Block, site: Site) -> Block:
     context = site.ancestors + (block,)
-    stmts = tuple(s for s in block.stmts
-                  if not (isinstance(s, Block) and _never_runs(s, context)))
-    return block.replace(stmts=stmts)
+    stmts: list[Statement] = []
+    for s in block.stmts:
+        if isinstance(s, Block):
+            check_time(site.path)
+            if _never_runs(s, context):
+                continue
+        stmts.append(s)
+    return block.replace(stmts=tuple(stmts))
 
 
 def _never_runs(block: Block, context: tuple[Block, ...]) -> bool:

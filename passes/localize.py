@@ -44,6 +44,8 @@ Tags read: ``reqs``/``exclude`` (the blocks P whose buffers are pushed down), ``
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stripe import poly, tags
@@ -61,7 +63,7 @@ from stripe.ir import (
 )
 from stripe.target import Target
 
-from .select import Selection, Site, rewrite
+from .select import Selection, Site, check_time, rewrite
 
 NAME = "localize"
 
@@ -84,19 +86,31 @@ def run(block: Block, options: Options, target: Target) -> Block:
 
 
 def _localize_block(block: Block, site: Site, options: Options) -> Block:
-    for name, decl in _local_buffers(block, site):
+    buffers = _local_buffers(block, site)
+    if not buffers:
+        return block
+    users = _users(block.stmts)
+    stmts = list(block.stmts)
+    views: dict[int, dict[str, list[Refinement]]] = {}  # position -> from_ -> views
+    context = site.ancestors + (block,)
+    moved_names: set[str] = set()
+    for name, decl in buffers:
+        check_time(site.path)
         if not decl.tags.issuperset(options.ref_reqs) or not decl.location.bank.is_zero:
             continue
-        user = _only_user(block, name)
+        user = _only_user(stmts, users.get(name, ()), name, views)
         if user is None:
             continue
         pos, child, view = user
-        moved = _move_into(child, view, decl, site.ancestors + (block,))
+        moved = _move_into(child, view, decl, context)
         if moved is not None:
-            stmts = block.stmts[:pos] + (moved,) + block.stmts[pos + 1:]
-            block = block.replace(refs=tuple(r for r in block.refs if r.into != name),
-                                  stmts=stmts)
-    return block
+            stmts[pos] = moved
+            del views[pos][name]  # the child's other views are the same objects
+            moved_names.add(name)
+    if not moved_names:
+        return block
+    return block.replace(refs=tuple(r for r in block.refs if r.into not in moved_names),
+                         stmts=tuple(stmts))
 
 
 def _local_buffers(block: Block, site: Site) -> list[tuple[str, Refinement]]:
@@ -106,13 +120,18 @@ def _local_buffers(block: Block, site: Site) -> list[tuple[str, Refinement]]:
     found = [(r.into, r) for r in block.refs if r.is_alloc]
     root = site.parent
     if tags.MAIN in block.tags and tags.PROGRAM in root.tags and len(site.ancestors) == 1:
+        root_users = _users(root.stmts)
+        main_views = Counter(v.from_ for v in block.refs)
         found += [(r.into, root.ref(r.from_)) for r in block.refs
-                  if _is_tmp_view(root, block, r)]
+                  if _is_tmp_view(root, block, r, root_users, main_views)]
     return found
 
 
-def _is_tmp_view(root: Block, main: Block, r: Refinement) -> bool:
-    """True when ``r`` of ``main`` is the only use, in ``root``, of a whole tmp buffer."""
+def _is_tmp_view(root: Block, main: Block, r: Refinement,
+                 root_users: dict[str, list[int]], main_views: Counter[str]) -> bool:
+    """True when ``r`` of ``main`` is the only use, in ``root``, of a whole tmp buffer
+    (``root_users``: :func:`_users` of the root's statements; ``main_views``: how many views
+    of each name ``main`` has)."""
     if r.is_alloc or not root.has_ref(r.from_):
         return False
     d = root.ref(r.from_)
@@ -121,31 +140,51 @@ def _is_tmp_view(root: Block, main: Block, r: Refinement) -> bool:
         return False
     if any(not a.is_zero for a in r.access) or r.shape.sizes != d.shape.sizes:
         return False
-    users = [s for s in root.stmts if _uses(s, d.into)]
-    return users == [main] and sum(v.from_ == d.into for v in main.refs) == 1
+    users = [root.stmts[k] for k in root_users.get(d.into, ())]
+    return users == [main] and main_views[d.into] == 1
 
 
-def _uses(s: Statement, name: str) -> bool:
+def _used_names(s: Statement) -> tuple[str, ...]:
+    """The names ``s`` uses: its loads', stores' and specials' buffers, a block's views'
+    sources."""
     if isinstance(s, Load):
-        return s.from_ == name
+        return (s.from_,)
     if isinstance(s, Store):
-        return s.into == name
+        return (s.into,)
     if isinstance(s, Special):
-        return name in s.inputs + s.outputs
+        return s.inputs + s.outputs
     if isinstance(s, Block):
-        return any(v.from_ == name for v in s.refs)
-    return False
+        return tuple(v.from_ for v in s.refs)
+    return ()
 
 
-def _only_user(block: Block, name: str) -> tuple[int, Block, Refinement] | None:
+def _users(stmts: Sequence[Statement]) -> dict[str, list[int]]:
+    """name -> the positions (ascending, each once) of the statements that use it."""
+    out: dict[str, list[int]] = {}
+    for k, s in enumerate(stmts):
+        for name in dict.fromkeys(_used_names(s)):
+            out.setdefault(name, []).append(k)
+    return out
+
+
+def _only_user(stmts: Sequence[Statement], positions: Sequence[int], name: str,
+               views: dict[int, dict[str, list[Refinement]]]
+               ) -> tuple[int, Block, Refinement] | None:
     """(position, child, its view) when one child block, viewing ``name`` once, is the only
-    statement of ``block`` that uses ``name``."""
-    users = [(k, s) for k, s in enumerate(block.stmts) if _uses(s, name)]
-    if len(users) != 1 or not isinstance(users[0][1], Block):
+    statement of ``stmts`` that uses ``name`` (``positions``: the statements using it;
+    ``views``: each child's views by source, filled in on first use)."""
+    if len(positions) != 1 or not isinstance(stmts[positions[0]], Block):
         return None
-    pos, child = users[0]
-    views = [v for v in child.refs if v.from_ == name]
-    return (pos, child, views[0]) if len(views) == 1 else None
+    pos = positions[0]
+    child = stmts[pos]
+    assert isinstance(child, Block)
+    if pos not in views:
+        by_source: dict[str, list[Refinement]] = {}
+        for v in child.refs:
+            by_source.setdefault(v.from_, []).append(v)
+        views[pos] = by_source
+    found = views[pos].get(name, [])
+    return (pos, child, found[0]) if len(found) == 1 else None
 
 
 # moving one buffer ---------------------------------------------------------------------------
