@@ -540,3 +540,22 @@ def test_search_budget_options_are_checked() -> None:
         fuse.Options(max_views=-1)
     with pytest.raises(ValueError, match="max_steps"):
         stencil.Options(max_steps=-1)
+
+
+def test_cleanup_and_localize_grow_linearly() -> None:
+    """Each pass alone on a chain of n and of 4n statements (the lowered chain: one kernel
+    per statement in ``main``): four times the chain costs about four times the process CPU
+    time (16x would be quadratic). One run each, cleanup first: its memo tables have not
+    seen the programs, and localize keeps none."""
+    from stripe.passes import cleanup, localize
+
+    programs = [lower(*chain(n, side=4)) for n in (1000, 4000)]
+    for name, run, options in (("cleanup", cleanup.run, cleanup.Options()),
+                               ("localize", localize.run, localize.Options())):
+        times = []
+        for program in programs:
+            start = time.process_time()
+            run(program, options, HOST)  # type: ignore[operator]
+            times.append(time.process_time() - start)
+        small, large = times
+        assert large < 8 * small + 0.5, (name, small, large)
