@@ -6,7 +6,7 @@ import numpy as np
 from passcheck import TARGET, check_pass
 
 from stripe import interpret, lower, verify
-from stripe.ir import Block
+from stripe.ir import Block, Special, Store
 from stripe.passes import cleanup
 
 
@@ -410,3 +410,51 @@ block [x:4]:4 ( // b
     assert [str(c) for c in out.constraints] == ["-x"]
     assert str(out.stmts[0].from_) == "1 + x"
     assert str(out.stmts[1].idxs[0].affine) == "1 + x"
+
+
+SPECIAL_CHAIN = program(BUFS + "tmp U fp32:I(4):(1)\ntmp T fp32:I(4):(1)\n", """
+    0: #kernel block [i:4] ( // k0
+        in A[i] fp32:I(1):(1)
+        out T[i] fp32:I(1):(1)
+    ) {
+        0: $a = load(A)
+        1: T = store($a)
+    }
+    1: #kernel block []:1 ( // k1
+        in T[0] fp32:I(4):(1)
+        out U[0] fp32:I(4):(1)
+    ) {
+        0: U = reshape(T)
+    }
+    2: #kernel block [i:4] ( // k2
+        in A[i] fp32:I(1):(1)
+        out O[i] fp32:I(1):(1)
+    ) {
+        0: $a = load(A)
+        1: O = store($a)
+    }""")
+
+
+def test_a_write_only_chain_through_a_special_goes():
+    """``U`` is write-only; the special writing it is its producer's (``T``'s) only reader,
+    so ``T`` is write-only too once it goes: both buffers, their kernels and views go."""
+    expected = program(BUFS, """
+        2: #kernel block [i:4] ( // k2
+            in A[i] fp32:I(1):(1)
+            out O[i] fp32:I(1):(1)
+        ) {
+            0: $a = load(A)
+            1: O = store($a)
+        }""")
+    assert_rewrites(SPECIAL_CHAIN, expected)
+
+
+def test_a_special_that_goes_frees_its_inputs_in_the_same_sweep(monkeypatch):
+    """One sweep over the root's allocations sees the reads that the removal of an earlier
+    one's special took away: ``U`` (declared first) goes with its special, then ``T``,
+    whose only reader that special was, loses its store in the same round."""
+    monkeypatch.setattr(cleanup, "_MAX_ROUNDS", 1)
+    _, after = run(SPECIAL_CHAIN)
+    stmts = [s for _, b in after.walk() for s in b.stmts]
+    assert not any(isinstance(s, Special) for s in stmts)
+    assert not any(isinstance(s, Store) and s.into == "T" for s in stmts)

@@ -275,3 +275,42 @@ def test_localized_program_compiles_to_the_same_results():
     inputs = random_inputs(before)
     got = compile_program(after)(**inputs)
     np.testing.assert_allclose(got["D"], interpret(before, inputs)["D"], rtol=1e-6)
+
+
+def test_several_buffers_move_into_one_child_and_shared_ones_stay():
+    """A fused chain: every tmp moves into the one fused block that uses it (in declaration
+    order, each move seeing the child as the previous one left it); with max_views the chain
+    is cut in pieces, and a tmp that links two pieces stays in the root."""
+    from benchmarks.compile_time import chain
+    from stripe import lower
+    from stripe.passes import fuse
+
+    program = lower(*chain(9, side=4))
+    arrays = random_inputs(program)
+    want = interpret(program, arrays)["O"]
+    tmps = {f"T{k}" for k in range(1, 9)}
+    for max_views, linked in ((0, set()), (4, None)):
+        fused = fuse.run(program, fuse.Options(max_views=max_views), TARGET)
+        after = localize.run(fused, localize.Options(), TARGET)
+        [main] = after.sub_blocks
+        stayed = {r.into for r in after.refs} - {"A", "B", "O"}
+        moved = {r.into for s in main.sub_blocks for r in s.refs if r.is_alloc}
+        assert stayed | moved == tmps and not stayed & moved
+        # a tmp stays exactly when two of main's blocks view it
+        viewers = {t: sum(any(v.from_ == t for v in s.refs) for s in main.sub_blocks)
+                   for t in tmps}
+        assert stayed == {t for t in tmps if viewers[t] > 1}
+        if linked is not None:
+            assert stayed == linked
+        else:
+            assert stayed and len(main.sub_blocks) > 1
+        np.testing.assert_array_equal(interpret(after, arrays)["O"], want)
+
+
+def test_a_tmp_that_main_views_twice_stays():
+    """Only a root tmp that main views exactly once counts as main's own buffer."""
+    before = program(fused("inout T[i, 0] fp32:I(1, 3):(3, 1)", "j", 3)).replace(
+        "inout T[0, 0] fp32:I(4, 3):(3, 1)",
+        "inout T[0, 0] fp32:I(4, 3):(3, 1)\n            in U = T[0, 0] fp32:I(4, 3):(3, 1)")
+    assert "in U = T" in before
+    assert_unchanged(before)
