@@ -458,3 +458,33 @@ def test_a_special_that_goes_frees_its_inputs_in_the_same_sweep(monkeypatch):
     stmts = [s for _, b in after.walk() for s in b.stmts]
     assert not any(isinstance(s, Special) for s in stmts)
     assert not any(isinstance(s, Store) and s.into == "T" for s in stmts)
+
+
+def test_the_clock_is_consulted_for_every_child_and_buffer(monkeypatch):
+    """The compile-time budget can stop the pass inside one block: ``check_time`` runs with
+    the block's path for every child block and every allocation it examines."""
+    from benchmarks.compile_time import chain
+
+    paths: list[str] = []
+    monkeypatch.setattr(cleanup, "check_time", paths.append)
+    cleanup.run(lower(*chain(30, side=4)), cleanup.Options(), TARGET)
+    assert paths.count("program/main") >= 30  # its 30 kernels
+    assert paths.count("program") >= 29 + 3  # the root's 29 tmps and 3 user buffers
+
+
+def test_an_equal_program_costs_the_same_the_second_time():
+    """What the pass remembers about blocks is keyed by the blocks themselves, not by their
+    value: a program equal to one cleaned before (lowered again) is not compared whole
+    against it on every lookup."""
+    import time
+
+    from benchmarks.compile_time import chain
+
+    source, inputs = chain(400, side=4)
+    times = []
+    for _ in range(2):
+        program = lower(source, inputs)
+        start = time.process_time()
+        cleanup.run(program, cleanup.Options(), TARGET)
+        times.append(time.process_time() - start)
+    assert times[1] < 3 * times[0] + 0.3, times

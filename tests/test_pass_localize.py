@@ -314,3 +314,15 @@ def test_a_tmp_that_main_views_twice_stays():
         "inout T[0, 0] fp32:I(4, 3):(3, 1)\n            in U = T[0, 0] fp32:I(4, 3):(3, 1)")
     assert "in U = T" in before
     assert_unchanged(before)
+
+
+def test_the_clock_is_consulted_for_every_buffer(monkeypatch):
+    """The compile-time budget can stop the pass inside one block: ``check_time`` runs with
+    the block's path for every buffer it tries to move."""
+    from benchmarks.compile_time import chain
+    from stripe import lower
+
+    paths: list[str] = []
+    monkeypatch.setattr(localize, "check_time", paths.append)
+    localize.run(lower(*chain(30, side=4)), localize.Options(), TARGET)
+    assert paths.count("program/main") >= 29  # main's views of the 29 tmps
