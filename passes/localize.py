@@ -37,6 +37,11 @@ Postconditions: the same outputs for every input; each moved buffer is an alloca
 (dir ``none``, offset 0, location and tags of the declaration plus the tags of ``V``) no
 larger than before.
 
+Cost: P's statements are indexed once (buffer -> the statements using it, and each child's
+views by source), so finding the only user of every buffer is linear in P's size; each move
+costs the footprint and disjointness proofs over C. The compile-time budget
+(``select.check_time``) is consulted for every buffer tried.
+
 Tags read: ``reqs``/``exclude`` (the blocks P whose buffers are pushed down), ``ref_reqs``
 (on the declaration: P's allocation, or the root's ``tmp`` allocation), ``program``,
 ``main``, ``tmp``, ``user``. Tags set: none.
