@@ -401,6 +401,12 @@ class Parser:
             self.fail(f"blocks nested deeper than {MAX_DEPTH}", start)
         location = self.location()
         idxs = self.index_list()
+        points = 1
+        for idx in idxs:
+            points *= max(idx.range, 0)
+        if not fits_int(points):
+            self.fail("this block's index ranges multiply past 64 bits (the product is "
+                      "printed after them and must fit)", start)
         if self.accept(":"):  # derived range product: ignored
             self.int_("the range product")
         open_paren = self.expect("(", "to open the block header")

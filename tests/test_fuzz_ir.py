@@ -84,13 +84,6 @@ KNOWN: list[tuple[str, str]] = [
 ]
 
 
-# Open findings (/work/FINDINGS.md), until their owners fix them.
-_OPEN = {"range_product_past_64_bits": "T6: parse_ir accepts ranges whose product passes "
-                                       "64 bits, and its printed text does not parse"}
-
-
-@pytest.mark.parametrize("text", [
-    pytest.param(t, id=n, marks=[pytest.mark.xfail(strict=False, reason=_OPEN[n])]
-                 if n in _OPEN else []) for n, t in KNOWN])
+@pytest.mark.parametrize("text", [pytest.param(t, id=n) for n, t in KNOWN])
 def test_known_ir_inputs_parse_or_fail_clearly(text: str) -> None:
     fuzzing.checked(lambda seed: fuzzing.check_ir_text(text, random.Random(seed)), 0)
