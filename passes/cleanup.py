@@ -32,8 +32,9 @@ never-running child block, no unreferenced refinement other than those kept abov
 range-1 index that could be substituted.
 
 Cost: a round reads each block a bounded number of times (which buffers a block and its
-descendants read and write is computed once per block and reused by its parent), so it is
-linear in the program's size; the compile-time budget (``select.check_time``) is consulted
+descendants read and write is computed once per block and reused by its parent; again
+after a write-only buffer takes a special with it, whose inputs may lose their last read),
+so it is linear in the program's size; the compile-time budget (``select.check_time``) is consulted
 for every child block and every allocation examined.
 
 Tags read: ``reqs``/``exclude`` (the blocks to clean), ``program``, ``main``, ``user``.
