@@ -31,11 +31,11 @@ input (stores into buffers visible outside are never removed), no dead scalar, n
 never-running child block, no unreferenced refinement other than those kept above, no
 range-1 index that could be substituted.
 
-Cost: a round reads each block a bounded number of times (which buffers a block and its
-descendants read and write is computed once per block and reused by its parent; again
-after a write-only buffer takes a special with it, whose inputs may lose their last read),
-so it is linear in the program's size; the compile-time budget (``select.check_time``) is consulted
-for every child block and every allocation examined.
+Cost: which buffers a block and its descendants read and write is computed once per block
+and reused by its parent, so a round is linear in the program's size (a block is read again
+only after a write-only buffer takes a special with it, whose inputs may then lose their
+last read). The compile-time budget (``select.check_time``) is consulted for every child
+block and every allocation examined.
 
 Tags read: ``reqs``/``exclude`` (the blocks to clean), ``program``, ``main``, ``user``.
 Tags set: none.
