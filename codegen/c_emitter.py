@@ -137,6 +137,7 @@ class _Emitter(LoopWriter, KernelWriter):
             buffers.append(BufferSpec(r.into, r.dtype, r.shape.sizes, r.shape.strides,
                                       r.dir.writes))
         self.overlap_checks(user, scope)
+        block_uses: dict = {}  # overwritten_first's cache, for the blocks of this root
         for r in root.refs:
             if r in user:
                 continue
@@ -147,7 +148,7 @@ class _Emitter(LoopWriter, KernelWriter):
             # 64-byte aligned, as the outputs Program.run allocates (stripe.arrays): a vector
             # load or store that crosses a cache line costs two
             nbytes = -(-max(r.shape.span, 1) * r.dtype.itemsize // 64) * 64
-            if overwritten_first(root, r):
+            if overwritten_first(root, r, block_uses):
                 self.line(f"{ctype} *{cname} = ({ctype} *)aligned_alloc(64, {nbytes});  "
                           f"/* {comment_name(r.into)}: wholly written before any read */")
             else:

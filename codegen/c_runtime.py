@@ -18,6 +18,7 @@ from stripe.ir import (
     Load,
     Refinement,
     Special,
+    Statement,
     Store,
 )
 
@@ -148,24 +149,39 @@ class CProgram:
 
 
 
-def overwritten_first(root: Block, r: Refinement) -> bool:
+_BlockUses = tuple[dict[str, list[Refinement]], dict[str, Statement]]
+
+
+def overwritten_first(root: Block, r: Refinement,
+                      cache: dict[int, _BlockUses] | None = None) -> bool:
     """Is every element of the program's buffer ``r`` stored into before anything reads it?
     Then it need not be zeroed: the first statement of the block that views it whole
-    (``main``) to touch it stores into all of it (``poly.overwritten_by_first_use``)."""
+    (``main``) to touch it stores into all of it (``poly.overwritten_by_first_use``).
+    ``cache``, a dict the caller keeps while it asks about the buffers of one ``root``,
+    holds each such block's views by parent buffer and its ``poly.first_uses`` (one pass
+    over its refinements and statements, not one per buffer)."""
     for s in root.stmts:
         if not isinstance(s, Block):
             if isinstance(s, (Load, Store, Special)) and r.into in (
                     (s.from_, s.into) if isinstance(s, (Load, Store)) else s.inputs + s.outputs):
                 return False
             continue
-        if not any(v.from_ == r.into for v in s.refs):
+        uses = cache.get(id(s)) if cache is not None else None
+        if uses is None:
+            by_parent: dict[str, list[Refinement]] = {}
+            for v in s.refs:
+                by_parent.setdefault(v.from_, []).append(v)
+            uses = (by_parent, poly.first_uses(s))
+            if cache is not None:
+                cache[id(s)] = uses
+        views = uses[0].get(r.into)
+        if not views:
             continue
-        [v, *more] = [v for v in s.refs if v.from_ == r.into]
+        [v, *more] = views
         whole = (not more and not s.idxs and not s.constraints and v.dtype is r.dtype
                  and all(a.is_zero for a in v.access) and v.shape.sizes == r.shape.sizes)
-        return whole and poly.overwritten_by_first_use(s, v.into, r.shape.sizes)
+        return whole and poly.overwritten_by_first_use(s, v.into, r.shape.sizes, uses[1])
     return False
-
 
 
 def byte_size(n: int) -> str:

@@ -559,3 +559,20 @@ def test_cleanup_and_localize_grow_linearly() -> None:
             times.append(time.process_time() - start)
         small, large = times
         assert large < 8 * small + 0.5, (name, small, large)
+
+
+def test_emitting_c_grows_linearly() -> None:
+    """The C back end on a chain of n and of 4n unfused kernels (``main`` allocates one
+    buffer per statement, and deciding whether each must be zeroed looks at the kernel
+    that first touches it): four times the chain costs about four times the CPU time."""
+    from stripe.codegen.c_emitter import emit_c
+    from stripe.passes.manager import decide
+
+    programs = [decide(lower(*chain(n, side=4)), HOST) for n in (500, 2000)]
+    times = []
+    for program in programs:
+        start = time.process_time()
+        emit_c(program, HOST.compute)
+        times.append(time.process_time() - start)
+    small, large = times
+    assert large < 8 * small + 0.5, (small, large)

@@ -26,8 +26,8 @@ What each module computes:
   actually touch, over a whole block or per tile of a candidate tiling.
 * :mod:`.stores` -- **exact checks of stores** (:func:`stores_into`, :func:`store_image`,
   :func:`partitions`, :func:`writes_every_element`, :func:`overwritten_by_first_use`,
-  :func:`fresh_instances_disjoint`, :func:`points_disjoint`): whether stores overwrite a
-  whole buffer, and whether instances or points touch disjoint elements.
+  :func:`first_uses`, :func:`fresh_instances_disjoint`, :func:`points_disjoint`): whether
+  stores overwrite a whole buffer, and whether instances or points touch disjoint elements.
 """
 
 from .domains import (
@@ -59,6 +59,7 @@ from .sets import (
     sample_point,
 )
 from .stores import (
+    first_uses,
     fresh_instances_disjoint,
     overwritten_by_first_use,
     partitions,
@@ -71,7 +72,7 @@ from .stores import (
 __all__ = [
     "AccessMap", "Box", "Domain", "Level", "NestedDomain", "Space", "Touch", "access_map",
     "access_sum", "affine_bounds", "affine_text", "block_domain", "bounds_in",
-    "constraint_is_redundant", "dim_bounds", "domain_is_empty", "footprint",
+    "constraint_is_redundant", "dim_bounds", "domain_is_empty", "first_uses", "footprint",
     "fresh_instances_disjoint", "implied_in", "implies", "inner_name", "is_empty", "make_set",
     "nested_domain", "nested_domain_of", "outer_name", "overwritten_by_first_use",
     "partitions", "points_disjoint", "sample_point", "scoped_name", "store_image",

@@ -11,13 +11,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
 import islpy as isl
 
 from ..affine import Affine
-from ..ir import AggOp, Block, Index, Load, Refinement, Special, Store
+from ..ir import AggOp, Block, Index, Load, Refinement, Special, Statement, Store
 from .domains import Level, NestedDomain, nested_domain, nested_domain_of, scoped_name
 from .footprints import Touch, access_sum
 from .sets import CTX, MEMO, Space, affine_text, make_set
@@ -169,21 +169,37 @@ def partitions(images: Sequence[isl.Map], sizes: Sequence[int]) -> bool:
     return union is not None and bool(union.is_equal(_box(sizes)))
 
 
-def overwritten_by_first_use(block: Block, name: str, sizes: Sequence[int]) -> bool:
-    """Is the first statement of ``block`` that touches its buffer ``name`` (of shape
-    ``sizes``) a child block that stores into every element of it and reads none
-    (:func:`writes_every_element`)? Then nothing can see what the buffer held before."""
+def first_uses(block: Block) -> dict[str, Statement]:
+    """For every buffer of ``block`` that a statement touches, the first such statement: a
+    child block with a view of it, a load or store of it, a special reading or writing it.
+    One pass over the statements."""
+    first: dict[str, Statement] = {}
     for s in block.stmts:
         if isinstance(s, Block):
-            views = [v for v in s.refs if v.from_ == name]
-            if not views:
-                continue
-            return len(views) == 1 and writes_every_element(s, views[0].into, sizes)
-        if isinstance(s, (Load, Store)) and name in (s.from_, s.into):
-            return False
-        if isinstance(s, Special) and name in s.inputs + s.outputs:
-            return False
-    return False
+            names: Iterable[str] = (v.from_ for v in s.refs)
+        elif isinstance(s, (Load, Store)):
+            names = (s.from_, s.into)
+        elif isinstance(s, Special):
+            names = (*s.inputs, *s.outputs)
+        else:
+            continue
+        for name in names:
+            first.setdefault(name, s)
+    return first
+
+
+def overwritten_by_first_use(block: Block, name: str, sizes: Sequence[int],
+                             first: Mapping[str, Statement] | None = None) -> bool:
+    """Is the first statement of ``block`` that touches its buffer ``name`` (of shape
+    ``sizes``) a child block that stores into every element of it and reads none
+    (:func:`writes_every_element`)? Then nothing can see what the buffer held before.
+    ``first``, when given, is :func:`first_uses` of ``block`` (so that asking for every
+    buffer of a block costs one pass over its statements, not one per buffer)."""
+    s = (first if first is not None else first_uses(block)).get(name)
+    if not isinstance(s, Block):
+        return False
+    views = [v for v in s.refs if v.from_ == name]
+    return len(views) == 1 and writes_every_element(s, views[0].into, sizes)
 
 
 # disjoint points ----------------------------------------------------------------------------
