@@ -36,6 +36,7 @@ from .ir import Block, RefDir
 from .limits import check_bytes, check_program_bytes, max_bytes
 from .target import HOST, Compute, Target
 from .tile import lower
+from .tile.source import resolve
 from .verify import verify as verify_ir
 
 
@@ -542,13 +543,16 @@ def _check_flag(value: object, what: str) -> bool:
     return bool(value)
 
 
-def compile(source: str, inputs: Mapping[str, object], target: str | None = None, *,
+def compile(source: object, inputs: Mapping[str, object] | None = None,
+            target: str | None = None, *,
             verify: bool = True, check: bool = False) -> Program:
     """Lower Tile ``source`` for ``inputs`` and build it.
 
-    ``source`` is the Tile text (a str); ``inputs`` a mapping from the name of every
-    input of the function to an array or a ``(shape, dtype)`` pair (only shapes and dtypes
-    are used: the program runs on any arrays of those). ``verify`` and ``check`` are bools.
+    ``source`` is the Tile text (a str) or a function built with :mod:`stripe.ops`;
+    ``inputs`` a mapping from the name of every input of the function to an array or a
+    ``(shape, dtype)`` pair (only shapes and dtypes are used: the program runs on any arrays
+    of those), optional for an ``ops`` function (its own shapes). ``verify`` and ``check``
+    are bools.
     A wrong type raises :class:`~stripe.arrays.ArgumentTypeError` (a ``TypeError``) naming
     the argument; a mistake in the source or in the inputs' names, shapes or dtypes a
     :class:`~stripe.errors.TileError` with its line and column; sizes past the documented
@@ -562,17 +566,12 @@ def compile(source: str, inputs: Mapping[str, object], target: str | None = None
     (``-march=native``, AVX2-sized vectors). ``check=True`` also interprets the program
     before and after every pass and names the first pass that changed the result.
     """
-    if not isinstance(source, str):
-        raise ArgumentTypeError(f"source must be Tile text (a str), got "
-                                f"{type(source).__name__}")
-    if not isinstance(inputs, Mapping):
-        raise ArgumentTypeError(f"inputs must be a mapping from input name to an array or a "
-                                f"(shape, dtype) pair, got {type(inputs).__name__}")
+    source, inputs = resolve(source, inputs)
     if target is not None and not isinstance(target, (str, os.PathLike)):
         raise ArgumentTypeError(f"target must be None, a config name or a path to a YAML "
                                 f"config, got {type(target).__name__}")
     verify, check = _check_flag(verify, "verify"), _check_flag(check, "check")
-    program = lower(source, dict(inputs))
+    program = lower(source, inputs)
     if target is None:
         final, trace = run_pipeline(program, Config("host", HOST))
         return compile_program(final, trace, target=HOST, decided=True)

@@ -287,7 +287,7 @@ def test_input_copies_count_against_the_memory_limit(monkeypatch):
 @pytest.mark.parametrize("args, kwargs, message", [
     ((None, {"A": ((N,), "float32")}), {}, "source must be Tile text"),
     ((SOURCE.encode(), {}), {}, "source must be Tile text.*bytes"),
-    ((SOURCE, None), {}, "inputs must be a mapping"),
+    ((SOURCE, None), {}, "inputs must be given with Tile text"),
     ((SOURCE, [("A", ((N,), "float32"))]), {}, "inputs must be a mapping"),
     ((SOURCE, [np.zeros(N, np.float32)]), {}, "inputs must be a mapping"),
     ((SOURCE, {"A": ((N,), "float32"), "B": ((N,), "float32")}, 3), {}, "target must be None"),

@@ -65,6 +65,7 @@ from .shapes import (
     tensor_bytes,
     to_affine,
 )
+from .source import resolve
 from .typecheck import TConst, TIndex, TNode, TOp, TSpecial, TTensor, check_statement
 
 _AGG = {"+": AggOp.ADD, "*": AggOp.MUL, ">": AggOp.MAX, "<": AggOp.MIN, "=": AggOp.ASSIGN}
@@ -72,9 +73,13 @@ _COMB = {"*": "mul", "+": "add", "?": "cond"}
 Scalar = Union[int, float, bool]
 
 
-def lower(source: str, inputs: Mapping[str, object]) -> Block:
-    """Tile source and input arrays (or ``(shape, dtype)`` pairs) -> the ``program`` block."""
-    return _Lowering(parse(source), inputs).run()
+def lower(source: object, inputs: Mapping[str, object] | None = None) -> Block:
+    """Tile source and input arrays (or ``(shape, dtype)`` pairs) -> the ``program`` block.
+
+    ``source`` may also be a function built with ``stripe.ops`` (see ``source.resolve``);
+    its own input shapes are used when ``inputs`` is None."""
+    text, given = resolve(source, inputs)
+    return _Lowering(parse(text), given).run()
 
 
 # small builders ------------------------------------------------------------------------------
