@@ -78,6 +78,8 @@ def lower(source: object, inputs: Mapping[str, object] | None = None) -> Block:
 
     ``source`` may also be a function built with ``stripe.ops`` (see ``source.resolve``);
     its own input shapes are used when ``inputs`` is None."""
+    if isinstance(source, str) and inputs is not None:
+        return _Lowering(parse(source), inputs).run()
     text, given = resolve(source, inputs)
     return _Lowering(parse(text), given).run()
 
