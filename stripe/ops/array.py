@@ -1,0 +1,3 @@
+"""Array ops of stripe.ops (docs/ops_array.md)."""
+
+__all__: list[str] = []
