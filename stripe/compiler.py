@@ -35,7 +35,7 @@ from .errors import StripeError
 from .ir import Block, RefDir
 from .limits import check_bytes, check_program_bytes, max_bytes
 from .target import HOST, Compute, Target
-from .tile import lower
+from .tile.lower import lower_specialised
 from .tile.source import resolve
 from .verify import verify as verify_ir
 
@@ -64,6 +64,9 @@ class Program:
     fill_byte: int | None = field(default=None, repr=False)
     """Testing aid: fill those outputs with this byte instead (0xFF makes every float a NaN
     and every integer -1, which shows any element the program fails to overwrite)."""
+    specialised: dict[str, int] = field(default_factory=dict)
+    """The rank-0 integer inputs whose value the program was compiled for (used as a size
+    or in an index expression), by name: a call must pass exactly that value."""
 
     @property
     def ir(self) -> Block:
@@ -235,6 +238,8 @@ class Program:
             raise StripeError(f"this program was compiled for {', '.join(self._missing)}, "
                               f"which this CPU does not have (flags {' '.join(self.flags)}); "
                               f"compile it for another target (e.g. cpu_avx2 or cpu_generic)")
+        if self.specialised:
+            self._check_specialised(inputs)
         fast = self._fast
         if fast is not None and self.fill_byte is None:
             result = fast(inputs, out)
@@ -295,6 +300,19 @@ class Program:
                 value = mine
             result[name] = value
         return result
+
+    def _check_specialised(self, inputs: object) -> None:
+        """ArgumentError unless every input of :attr:`specialised` given in ``inputs`` holds
+        the value the program was compiled for (the other checks come after)."""
+        if not isinstance(inputs, Mapping):
+            return
+        for name, value in self.specialised.items():
+            a = inputs.get(name)
+            if isinstance(a, np.ndarray) and a.shape == () and a.dtype.kind in "iu" \
+                    and int(a) != value:
+                raise ArgumentError(f"input {name} is {int(a)}, but the program was compiled "
+                                    f"for {name} = {value} (it is used as a size or in an "
+                                    f"index expression); compile it again for this value")
 
     def _out_of_memory(self, failed: int) -> None:
         allocs = self.c_program.allocations
@@ -571,10 +589,12 @@ def compile(source: object, inputs: Mapping[str, object] | None = None,
         raise ArgumentTypeError(f"target must be None, a config name or a path to a YAML "
                                 f"config, got {type(target).__name__}")
     verify, check = _check_flag(verify, "verify"), _check_flag(check, "check")
-    program = lower(source, inputs)
+    program, specialised = lower_specialised(source, inputs)
     if target is None:
         final, trace = run_pipeline(program, Config("host", HOST))
-        return compile_program(final, trace, target=HOST, decided=True)
+        prog = compile_program(final, trace, target=HOST, decided=True)
+        prog.specialised = specialised
+        return prog
     config = load_config(target)
     flags = config.target.compiler_flags
 
@@ -586,9 +606,10 @@ def compile(source: object, inputs: Mapping[str, object] | None = None,
     if cached is not None:
         module = build(cached.source, flags, openmp=cached.uses_openmp)
         return Program(cached, module, flags, _rerun=rerun,
-                       overwritten=overwritten_outputs(program))
+                       overwritten=overwritten_outputs(program), specialised=specialised)
     final, trace = rerun()
     prog = compile_program(final, trace, target=config.target, decided=True)
+    prog.specialised = specialised
     if key:
         pipeline_cache.store(key, prog.c_program)
     return prog

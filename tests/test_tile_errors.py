@@ -27,7 +27,7 @@ CASES = [
      "input A: unknown dtype 'float16'; valid: bool, float32, float64, int16, int32, int64, "
      "int8, uint8", 1, 11),
     ("function (A[N, M]) -> (C) { C = A; }", {"A": "x"}, TileError,
-     "input A: expected an array or a (shape, dtype) pair, got str", 1, 11),
+     "input A: expected an array, a (shape, dtype) pair or an integer, got str", 1, 11),
     ("function (A[N, A]) -> (C) { C = A; }", {"A": M34}, TileError,
      "A is both a tensor and a dimension name", 1, 16),
     ("function (A, A) -> (C) { C = A; }", {"A": M34}, TileError,
@@ -98,9 +98,14 @@ CASES = [
     ("function (A) -> (C) { C[i : N] = +(A[i, j]); }", {"A": M34}, ShapeError,
      "unbound dimension N (dimensions are named in the input declarations, e.g. I[N, M])",
      1, 29),
-    ("function (A[N, M]) -> (C) { C[i, k : N, 5] = +(A[i, j]); }", {"A": M34}, TileError,
-     "index k is used only in the output (use it in an input or bound it with a constraint, "
-     "e.g. 'k < N')", 1, 34),
+    ("function (A[N, M]) -> (C) { C[i, k : N, exp(2)] = +(A[i, j]); }", {"A": M34}, TileError,
+     "function exp is not supported in a size or index expression (only max, min)", 1, 41),
+    ("function (A[N, M]) -> (C) { C[i : N] = +(A[i, max(j, 1)]); }", {"A": M34}, TileError,
+     "index expression is not affine: max of an index (only sizes may be arguments)", 1, 47),
+    ("function (A[N, M], D) -> (C) { C[i : D] = +(A[i, j]); }",
+     {"A": M34, "D": ((), "int32")}, TileError,
+     "input D is used as a size or in an index: give its value (an int or a rank-0 integer "
+     "array), not a (shape, dtype) pair", 1, 38),
     ("function (A[N, M]) -> (C) { C[i : N] = +(A[i * j, j]); }", {"A": M34}, TileError,
      "index expression is not affine: product of two indexes", 1, 46),
     ("function (A[N, M]) -> (C) { C[i : N] = +(A[i / 2, j]); }", {"A": M34}, TileError,

@@ -51,7 +51,16 @@ class PolyBin:
     pos: Pos  # the operator
 
 
-Poly = Union[PolyNum, PolyName, PolyNeg, PolyBin]
+@dataclass(frozen=True)
+class PolyCall:
+    """``max(a, b)`` or ``min(a, b)`` in a size expression (a constant in an index)."""
+
+    fn: str
+    args: tuple[Poly, ...]
+    pos: Pos
+
+
+Poly = Union[PolyNum, PolyName, PolyNeg, PolyBin, PolyCall]
 
 
 # expressions -------------------------------------------------------------------------------
@@ -104,6 +113,15 @@ Expr = Union[Num, Name, Call, Unary, Binary, Ternary]
 # statements --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Attribute:
+    """``[[name(param, ...)]]`` before a statement (PlaidML's statement attributes)."""
+
+    name: str
+    params: tuple[str, ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
 class TensorRef:
     """``name[idxs]`` in a contraction."""
 
@@ -126,13 +144,14 @@ class Contraction:
     out: TensorRef
     sizes: tuple[Poly, ...] | None  # None when written without ``:``
     agg: str  # + * > < =
-    comb: str | None  # None (one input), "*", "+" or "?" (A == B ? C)
+    comb: str | None  # None (one input), "*", "+", "==" or "?" (A == B ? C)
     inputs: tuple[TensorRef, ...]
     constraints: tuple[Constraint, ...]
     no_defract: bool
     default: Name | None
     pos: Pos
     text: str  # the statement's source, one line
+    attrs: tuple[Attribute, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +160,7 @@ class Assign:
     expr: Expr
     pos: Pos
     text: str
+    attrs: tuple[Attribute, ...] = ()
 
 
 Statement = Union[Contraction, Assign]
@@ -174,6 +194,6 @@ def children(node: Expr | Poly) -> tuple[tuple[Expr | Poly, int], ...]:
         return ((node.cond, 1), (node.a, 1), (node.b, 0))
     if isinstance(node, (Unary, PolyNeg)):
         return ((node.x, 1),)
-    if isinstance(node, Call):
+    if isinstance(node, (Call, PolyCall)):
         return tuple((a, 1) for a in node.args)
     return ()

@@ -28,6 +28,7 @@ Contraction kernels use the Tile index names; other kernels use ``i1, i2, ...``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Union
 
@@ -69,7 +70,9 @@ from .source import resolve
 from .typecheck import TConst, TIndex, TNode, TOp, TSpecial, TTensor, check_statement
 
 _AGG = {"+": AggOp.ADD, "*": AggOp.MUL, ">": AggOp.MAX, "<": AggOp.MIN, "=": AggOp.ASSIGN}
-_COMB = {"*": "mul", "+": "add", "?": "cond"}
+_COMB = {"*": "mul", "+": "add", "?": "cond", "==": "cmp_eq"}
+_COMB_TAG = {"*": "mul", "+": "add", "?": "cond", "==": "eq"}
+_TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.:/+\-]")
 Scalar = Union[int, float, bool]
 
 
@@ -77,11 +80,26 @@ def lower(source: object, inputs: Mapping[str, object] | None = None) -> Block:
     """Tile source and input arrays (or ``(shape, dtype)`` pairs) -> the ``program`` block.
 
     ``source`` may also be a function built with ``stripe.ops`` (see ``source.resolve``);
-    its own input shapes are used when ``inputs`` is None."""
+    its own input shapes are used when ``inputs`` is None. A rank-0 integer input may be
+    given as an int or a rank-0 integer array: its value is then usable as a size or in an
+    index expression, and the program is specialised on it (see :func:`lower_specialised`)."""
+    return lower_specialised(source, inputs)[0]
+
+
+def lower_specialised(source: object, inputs: Mapping[str, object] | None = None
+                      ) -> tuple[Block, dict[str, int]]:
+    """:func:`lower`, and the values of the inputs the program is specialised on: every
+    rank-0 integer input whose value was used as a size, in an index expression or in a
+    constraint, by name, in signature order. A run with another value for one of them
+    computes something else."""
     if isinstance(source, str) and inputs is not None:
-        return _Lowering(parse(source), inputs).run()
-    text, given = resolve(source, inputs)
-    return _Lowering(parse(text), given).run()
+        low = _Lowering(parse(source), inputs)
+    else:
+        text, given = resolve(source, inputs)
+        low = _Lowering(parse(text), given)
+    block = low.run()
+    used = {p.name: low.sizes.used[p.name] for p in low.fn.params if p.name in low.sizes.used}
+    return block, used
 
 
 # small builders ------------------------------------------------------------------------------
@@ -139,12 +157,54 @@ def _check_plan(plan: Plan, c: A.Contraction) -> None:
                              "64-bit integers", c.out.pos.line, c.out.pos.column)
 
 
+class _Sizes(Mapping[str, int]):
+    """The names a size or index expression may use: dimensions and integer constants
+    (``dims``) and the rank-0 integer inputs whose value was given (``values``); reading one
+    of the latter records it in ``used``."""
+
+    def __init__(self, dims: dict[str, int], values: dict[str, int]) -> None:
+        self.dims, self.values = dims, values
+        self.used: dict[str, int] = {}
+
+    def __getitem__(self, name: str) -> int:
+        if name in self.dims:
+            return self.dims[name]
+        value = self.values[name]
+        self.used[name] = value
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.dims or name in self.values
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter({**self.values, **self.dims})
+
+    def __len__(self) -> int:
+        return len({**self.values, **self.dims})
+
+
+def _attribute_tags(attrs: Sequence[A.Attribute]) -> tuple[str, ...]:
+    """Kernel tags for statement attributes: ``[[name]]`` -> ``attr_name``,
+    ``[[name(a, b)]]`` -> ``attr_name=a:b`` (characters a tag cannot hold become ``_``; the
+    prefix keeps them apart from the tags passes and back ends read)."""
+    tags = []
+    for a in attrs:
+        tag = "attr_" + _TAG_UNSAFE.sub("_", a.name)
+        if a.params:
+            tag += "=" + ":".join(_TAG_UNSAFE.sub("_", p) for p in a.params)
+        tags.append(tag)
+    return tuple(tags)
+
+
 # the lowering --------------------------------------------------------------------------------
 
 class _Lowering:
     def __init__(self, fn: A.Function, inputs: Mapping[str, object]) -> None:
         self.fn = fn
-        self.dims, self.tensors = bind_inputs(fn, inputs)
+        self.dims, self.tensors, values = bind_inputs(fn, inputs)
+        self.sizes = _Sizes(self.dims, values)  # what size and index expressions may name
+        self.consts: dict[str, tuple[A.Assign, TConst]] = {}  # integer constant statements
+        self.stmt_tags: tuple[str, ...] = ()  # of the statement being lowered
         self.outputs = self._check_outputs()
         self.targets = {s.out.name if isinstance(s, A.Contraction) else s.name
                         for s in fn.stmts}
@@ -157,6 +217,7 @@ class _Lowering:
 
     def run(self) -> Block:
         for stmt in self.fn.stmts:
+            self.stmt_tags = _attribute_tags(stmt.attrs)
             if isinstance(stmt, A.Contraction):
                 self._contraction(stmt)
             else:
@@ -184,7 +245,10 @@ class _Lowering:
         return names
 
     def _lookup(self, n: A.Name) -> TensorInfo | None:
-        """The tensor called ``n`` (None for a dimension name, which is an integer)."""
+        """The tensor called ``n`` (None for a dimension name or an integer constant, which
+        are integers)."""
+        if n.name in self.consts:
+            return None
         if n.name in self.tensors:
             return self.tensors[n.name]
         if n.name in self.dims:
@@ -195,6 +259,8 @@ class _Lowering:
         raise TileError(f"unknown name {n.name}", n.pos.line, n.pos.column)
 
     def _tensor(self, name: str, pos: A.Pos) -> TensorInfo:
+        if name in self.consts:
+            return self._materialise(name)
         info = self._lookup(A.Name(name, pos))
         if info is None:
             raise TileError(f"{name} is a dimension, not a tensor", pos.line, pos.column)
@@ -241,7 +307,8 @@ class _Lowering:
                     stmts: Sequence[Statement] = ()) -> None:
         self.kernels.append(Block(
             name=f"kernel_{len(self.kernels)}", comments=text, idxs=tuple(idxs),
-            constraints=tuple(constraints), refs=tuple(refs), stmts=tuple(stmts), tags=tags))
+            constraints=tuple(constraints), refs=tuple(refs), stmts=tuple(stmts),
+            tags=tags | frozenset(self.stmt_tags)))
 
     # contractions -------------------------------------------------------------------------
     def _contraction(self, c: A.Contraction) -> None:
@@ -267,9 +334,9 @@ class _Lowering:
         order, first_use = self._index_order(c)
 
         def affines(ref: A.TensorRef) -> tuple[Affine, ...]:
-            return tuple(to_affine(p, self.dims, self.tensors) for p in ref.idxs)
+            return tuple(to_affine(p, self.sizes, self.tensors) for p in ref.idxs)
 
-        user = [(to_affine(k.poly, self.dims, self.tensors),
+        user = [(to_affine(k.poly, self.sizes, self.tensors),
                  self._size(k.bound, "a constraint bound")) for k in c.constraints]
         plan = infer_ranges(order, affines(c.out), sizes,
                             [(affines(r), info.sizes) for r, info in zip(c.inputs, ins)],
@@ -284,7 +351,7 @@ class _Lowering:
             self._contraction_kernel(c, out, ins, agg, plan)
 
     def _size(self, p: A.Poly, what: str) -> int:
-        value = eval_size(p, self.dims, self.tensors, what)
+        value = eval_size(p, self.sizes, self.tensors, what)
         if value < 0:
             pos = p.pos
             raise ShapeError(f"{what} evaluates to {value}", pos.line, pos.column)
@@ -294,6 +361,8 @@ class _Lowering:
     def _contraction_dtype(c: A.Contraction, ins: Sequence[TensorInfo]) -> DType:
         if c.comb is None:
             dtype = ins[0].dtype
+        elif c.comb == "==":
+            dtype = DType.BOOL
         elif c.comb == "?":
             dtype = ins[2].dtype
         else:
@@ -314,25 +383,16 @@ class _Lowering:
 
     @staticmethod
     def _index_order(c: A.Contraction) -> tuple[list[str], dict[str, A.Pos]]:
-        """Index names in first-use order (output, inputs, constraints); checks that every
-        output index is also used in an input or a constraint."""
+        """Index names in first-use order (output, inputs, constraints), each with its first
+        use. An index used only in the output ranges over what the output's size (and the
+        constraints) allow, as in PlaidML."""
         first_use: dict[str, A.Pos] = {}
-        used_outside: set[str] = set()
-        polys: list[tuple[A.Poly, bool]] = [(p, False) for p in c.out.idxs]
-        polys += [(p, True) for r in c.inputs for p in r.idxs]
-        polys += [(k.poly, True) for k in c.constraints]
-        for p, outside in polys:
+        polys: list[A.Poly] = [*c.out.idxs, *(p for r in c.inputs for p in r.idxs),
+                               *(k.poly for k in c.constraints)]
+        for p in polys:
             for n in poly_names(p):
                 if n.is_index:
                     first_use.setdefault(n.name, n.pos)
-                    if outside:
-                        used_outside.add(n.name)
-        for p in c.out.idxs:
-            for n in poly_names(p):
-                if n.is_index and n.name not in used_outside:
-                    raise TileError(f"index {n.name} is used only in the output (use it in an "
-                                    f"input or bound it with a constraint, e.g. '{n.name} < N')",
-                                    n.pos.line, n.pos.column)
         return list(first_use), first_use
 
     def _init_kernels(self, c: A.Contraction, out: TensorInfo, agg: AggOp, plan: Plan,
@@ -397,7 +457,7 @@ class _Lowering:
             comb_tag = T.comb_op_tag("cond")
         else:
             stmts.append(Intrinsic(_COMB[c.comb], tuple(scalars), (result,), out.dtype))
-            comb_tag = T.comb_op_tag(_COMB[c.comb])
+            comb_tag = T.comb_op_tag(_COMB_TAG[c.comb])
         stmts.append(Store(result, out.name))
         self._add_kernel(c.text, _kernel_tags(T.CONTRACTION, agg_tag, comb_tag),
                          [Index(n, r) for n, r in plan.idxs], plan.constraints, refs, stmts)
@@ -406,6 +466,27 @@ class _Lowering:
     def _assignment(self, s: A.Assign) -> None:
         self._check_target(s.name, s.pos)
         node = check_statement(s.expr, self._lookup, self.dims)
+        if isinstance(node, TConst) and node.dtype.is_int:
+            # an integer constant: a dimension-like name, a tensor only where one is needed
+            self.dims[s.name] = int(node.value)
+            self.consts[s.name] = (s, node)
+            self.assigned[s.name] = s.pos
+            if s.name in self.outputs:
+                self._materialise(s.name)
+            return
+        self._emit_assignment(s, node)
+
+    def _materialise(self, name: str) -> TensorInfo:
+        """The rank-0 tensor of the integer constant ``name``, emitted on first need (an
+        output, a contraction operand, a ``default``)."""
+        if name not in self.tensors:
+            s, node = self.consts[name]
+            saved, self.stmt_tags = self.stmt_tags, _attribute_tags(s.attrs)
+            self._emit_assignment(s, node)
+            self.stmt_tags = saved
+        return self.tensors[name]
+
+    def _emit_assignment(self, s: A.Assign, node: TNode | TSpecial) -> None:
         out = self._define(s.name, node.dtype, tuple(node.shape), s.pos)
         if out.elem_count == 0:
             return
@@ -457,7 +538,8 @@ class _Lowering:
         """Inputs and outputs in signature order, then temporaries in assignment order."""
         ins = [self.tensors[p.name] for p in self.fn.params]
         outs = [self.tensors[name] for name in self.outputs]
-        tmps = [self.tensors[name] for name in self.assigned if name not in self.outputs]
+        tmps = [self.tensors[name] for name in self.assigned
+                if name not in self.outputs and name in self.tensors]
         return ins + outs + tmps
 
 

@@ -12,6 +12,7 @@ and, when the parser expected only a few things, what it expected (``unexpected 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from functools import lru_cache
 from importlib import resources
@@ -135,6 +136,15 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
                 dims.append(A.PolyName(str(t), _pos(t)))
         return A.Param(str(children[0]), tuple(dims), _pos(children[0]))
 
+    def stmt(self, meta: Meta, children: list[Any]) -> Any:
+        *attrs, stmt = children
+        return dataclasses.replace(stmt, attrs=tuple(attrs)) if attrs else stmt
+
+    def attribute(self, meta: Meta, children: list[Any]) -> Any:
+        name, *params = children
+        return A.Attribute(str(name), tuple(str(p) for p in params if p is not None),
+                           _pos(name))
+
     def output(self, meta: Meta, children: list[Any]) -> Any:
         return A.Name(str(children[0]), _pos(children[0]))
 
@@ -170,6 +180,9 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
 
     def comb_add(self, meta: Meta, children: list[Any]) -> Any:
         return "+", tuple(children)
+
+    def comb_eq(self, meta: Meta, children: list[Any]) -> Any:
+        return "==", tuple(children)
 
     def comb_cond(self, meta: Meta, children: list[Any]) -> Any:
         return "?", tuple(children)
@@ -208,6 +221,10 @@ class _Builder(Transformer_NonRecursive[Token, Any]):
         k, name = children
         return A.PolyBin("*", A.PolyNum(_int(k), _pos(k)), A.PolyName(str(name), _pos(name)),
                          _pos(k))
+
+    def pcall(self, meta: Meta, children: list[Any]) -> Any:
+        fn, *args = children
+        return A.PolyCall(str(fn), tuple(args), _pos(fn))
 
     def pneg(self, meta: Meta, children: list[Any]) -> Any:
         return A.PolyNeg(children[0], A.Pos(meta.line, meta.column))
@@ -338,7 +355,8 @@ def _unexpected_token(source: str, e: lark.exceptions.UnexpectedToken) -> TileSy
             prev.line, prev.column, _source_line(source, prev.line))
 
     message = f"unexpected {_describe_token(tok)}"
-    names = sorted(d for d in (_describe_expected(x) for x in expected) if d is not None)
+    names = sorted(d for d in (_describe_expected(x) for x in expected)
+                   if d is not None and d != "'[['")  # attributes: not worth suggesting
     if "FLOAT" in expected:
         message += ", expected an expression"
     elif {"INT", "LNAME", "LPAR"} <= expected:

@@ -65,14 +65,42 @@ def c_mod(a: int, b: int) -> int:
 
 # inputs -------------------------------------------------------------------------------------
 
-def _input_shape_dtype(name: str, spec: object, pos: A.Pos) -> tuple[tuple[int, ...], DType]:
+def _integer_value(spec: object) -> tuple[int, DType] | None:
+    """The value and dtype of a Python int, a numpy integer scalar or a rank-0 integer
+    array (a value an input may be bound to, as PlaidML's ``Integer``); None otherwise."""
+    if isinstance(spec, (bool, np.bool_)):
+        return None
+    if isinstance(spec, int):
+        if not fits_int(spec):
+            return None
+        return spec, DType.INT32 if -2**31 <= spec < 2**31 else DType.INT64
+    if isinstance(spec, (np.integer, np.ndarray)) and spec.shape == () \
+            and spec.dtype.kind in "iu":
+        try:
+            dt = to_dtype(spec.dtype)
+        except StripeError:
+            return None
+        value = int(spec)
+        return (value, dt) if fits_int(value) else None
+    return None
+
+
+def _input_shape_dtype(name: str, spec: object, pos: A.Pos
+                       ) -> tuple[tuple[int, ...], DType, int | None]:
+    """Shape, dtype and, for an integer value (see ``_integer_value``), that value."""
+    known = _integer_value(spec)
+    if known is not None:
+        return (), known[1], known[0]
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        raise TileLimitError(f"input {name}: the integer {spec} does not fit in 64 bits",
+                             pos.line, pos.column)
     if isinstance(spec, np.ndarray) or (hasattr(spec, "shape") and hasattr(spec, "dtype")):
         shape, dtype = spec.shape, spec.dtype  # type: ignore[attr-defined]
     elif isinstance(spec, (tuple, list)) and len(spec) == 2:
         shape, dtype = spec
     else:
-        raise TileError(f"input {name}: expected an array or a (shape, dtype) pair, "
-                        f"got {type(spec).__name__}", pos.line, pos.column)
+        raise TileError(f"input {name}: expected an array, a (shape, dtype) pair or an "
+                        f"integer, got {type(spec).__name__}", pos.line, pos.column)
     try:
         items = list(shape)
         if any(isinstance(s, (bool, np.bool_)) for s in items):
@@ -90,7 +118,7 @@ def _input_shape_dtype(name: str, spec: object, pos: A.Pos) -> tuple[tuple[int, 
     except StripeError as e:
         raise TypeError_(f"input {name}: {e}", pos.line, pos.column) from None
     check_tensor(name, dims, dt, pos)
-    return dims, dt
+    return dims, dt, None
 
 
 def tensor_bytes(sizes: Sequence[int], dtype: DType) -> int:
@@ -112,8 +140,9 @@ def check_tensor(name: str, sizes: Sequence[int], dtype: DType, pos: A.Pos) -> N
 
 
 def bind_inputs(fn: A.Function, inputs: Mapping[str, object]
-                ) -> tuple[dict[str, int], dict[str, TensorInfo]]:
-    """Dimension sizes and input tensors, checked against the signature."""
+                ) -> tuple[dict[str, int], dict[str, TensorInfo], dict[str, int]]:
+    """Dimension sizes, input tensors and the values of the rank-0 integer inputs given as
+    an int or a rank-0 integer array (usable as sizes), checked against the signature."""
     if not isinstance(inputs, Mapping):
         raise TileError(f"inputs must be a dict of name -> array or (shape, dtype), "
                         f"got {type(inputs).__name__}")
@@ -126,12 +155,15 @@ def bind_inputs(fn: A.Function, inputs: Mapping[str, object]
     dims: dict[str, int] = {}
     dim_origin: dict[str, tuple[str, A.Pos]] = {}
     tensors: dict[str, TensorInfo] = {}
+    values: dict[str, int] = {}
     for p in fn.params:
         if p.name in tensors:
             raise TileError(f"input {p.name} declared twice", p.pos.line, p.pos.column)
         if p.name not in inputs:
             raise TileError(f"input {p.name} is missing from inputs", p.pos.line, p.pos.column)
-        sizes, dtype = _input_shape_dtype(p.name, inputs[p.name], p.pos)
+        sizes, dtype, value = _input_shape_dtype(p.name, inputs[p.name], p.pos)
+        if value is not None:
+            values[p.name] = value
         if p.dims is not None:
             if len(p.dims) != len(sizes):
                 raise ShapeError(f"rank mismatch: {p.name} is declared with {len(p.dims)} "
@@ -144,7 +176,7 @@ def bind_inputs(fn: A.Function, inputs: Mapping[str, object]
         if name in tensors:
             raise TileError(f"{name} is both a tensor and a dimension name", pos.line,
                             pos.column)
-    return dims, tensors
+    return dims, tensors, values
 
 
 def _bind_dim(d: A.PolyName | A.PolyNum, size: int, tensor: str, dims: dict[str, int],
@@ -169,15 +201,23 @@ def _dim_value(name: str, pos: A.Pos, dims: Mapping[str, int],
     if name in dims:
         return dims[name]
     if name in tensors:
+        info = tensors[name]
+        if isinstance(info, TensorInfo) and info.role == "in" and info.rank == 0 \
+                and info.dtype.is_int:
+            raise TileError(f"input {name} is used as a size or in an index: give its value "
+                            f"(an int or a rank-0 integer array), not a (shape, dtype) pair",
+                            pos.line, pos.column)
         raise TileError(f"{name} is a tensor, not a dimension", pos.line, pos.column)
     raise ShapeError(f"unbound dimension {name} (dimensions are named in the input "
                      "declarations, e.g. I[N, M])", pos.line, pos.column)
 
 
 def _fold_poly(root: A.Poly, leaf: Callable[[A.PolyNum | A.PolyName], T],
-               neg: Callable[[A.PolyNeg, T], T], binary: Callable[[A.PolyBin, T, T], T]) -> T:
+               neg: Callable[[A.PolyNeg, T], T], binary: Callable[[A.PolyBin, T, T], T],
+               call: Callable[[A.PolyCall, list[T]], T]) -> T:
     """Evaluate a polynomial bottom-up without recursion: ``leaf`` for numbers and names,
-    ``neg`` and ``binary`` for operators, operands in source order."""
+    ``neg``, ``binary`` and ``call`` for operators and size functions, operands in source
+    order."""
     work: list[tuple[A.Poly, bool]] = [(root, False)]
     values: list[T] = []
     while work:
@@ -186,15 +226,40 @@ def _fold_poly(root: A.Poly, leaf: Callable[[A.PolyNum | A.PolyName], T],
             values.append(leaf(p))
         elif not entered:
             work.append((p, True))
-            work.extend((x, False) for x in ((p.x,) if isinstance(p, A.PolyNeg)
-                                             else (p.b, p.a)))
+            if isinstance(p, A.PolyNeg):
+                work.append((p.x, False))
+            elif isinstance(p, A.PolyCall):
+                work.extend((x, False) for x in reversed(p.args))
+            else:
+                work.extend(((p.b, False), (p.a, False)))
         elif isinstance(p, A.PolyNeg):
             values.append(neg(p, values.pop()))
+        elif isinstance(p, A.PolyCall):
+            args = values[len(values) - len(p.args):]
+            del values[len(values) - len(p.args):]
+            values.append(call(p, args))
         else:
             b = values.pop()
             values.append(binary(p, values.pop(), b))
     (result,) = values
     return result
+
+
+SIZE_FNS = {"max": max, "min": min}
+"""The functions of size expressions: PlaidML's ``max`` (of its bind-time constant folding)
+and ``min``, each of two arguments."""
+
+
+def _size_fn(p: A.PolyCall, args: Sequence[int]) -> int:
+    fn = SIZE_FNS.get(p.fn)
+    if fn is None:
+        names = ", ".join(sorted(SIZE_FNS))
+        raise TileError(f"function {p.fn} is not supported in a size or index expression "
+                        f"(only {names})", p.pos.line, p.pos.column)
+    if len(args) != 2:
+        raise TileError(f"{p.fn} takes 2 arguments, got {len(args)}", p.pos.line,
+                        p.pos.column)
+    return fn(args[0], args[1])
 
 
 def _checked(value: int, pos: A.Pos, what: str) -> int:
@@ -229,7 +294,7 @@ def eval_size(p: A.Poly, dims: Mapping[str, int], tensors: Mapping[str, object],
             raise ShapeError("division by zero in " + what, x.pos.line, x.pos.column)
         return _checked(c_div(a, b), x.pos, what)
 
-    return _fold_poly(p, leaf, neg, binary)
+    return _fold_poly(p, leaf, neg, binary, _size_fn)
 
 
 def _checked_affine(a: Affine, pos: A.Pos) -> Affine:
@@ -270,7 +335,13 @@ def to_affine(p: A.Poly, dims: Mapping[str, int], tensors: Mapping[str, object])
                              x.pos.column)
         return _checked_affine(Affine.of(c_div(a.const, b.const)), x.pos)
 
-    return _fold_poly(p, leaf, neg, binary)
+    def call(x: A.PolyCall, args: list[Affine]) -> Affine:
+        if not all(a.is_const for a in args):
+            raise TileError(f"index expression is not affine: {x.fn} of an index (only "
+                            "sizes may be arguments)", x.pos.line, x.pos.column)
+        return Affine.of(_size_fn(x, [a.const for a in args]))
+
+    return _fold_poly(p, leaf, neg, binary, call)
 
 
 def poly_names(p: A.Poly) -> list[A.PolyName]:
@@ -285,6 +356,8 @@ def poly_names(p: A.Poly) -> list[A.PolyName]:
             stack.append(x.x)
         elif isinstance(x, A.PolyBin):
             stack += [x.b, x.a]
+        elif isinstance(x, A.PolyCall):
+            stack += reversed(x.args)
     return names
 
 
