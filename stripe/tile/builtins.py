@@ -166,7 +166,7 @@ def _parts(node: object) -> list[object]:
         return ["(", node.a, f" {node.op} ", node.b, ")"]
     if isinstance(node, A.Ternary):
         return ["(", node.cond, " ? ", node.a, " : ", node.b, ")"]
-    if isinstance(node, A.Call):
+    if isinstance(node, (A.Call, A.PolyCall)):
         out: list[object] = [node.fn, "("]
         for k, arg in enumerate(node.args):
             out += [", ", arg] if k else [arg]
@@ -231,6 +231,8 @@ class _Expander:
                 self.sizes[p.name] = p.dims
                 self.dims.update(d.name for d in p.dims if isinstance(d, A.PolyName))
         self.uses: dict[str, int] | None = None
+        self.known: dict[str, int] | None = None
+        self.known_upto = 0
 
     # driver -----------------------------------------------------------------------------------
     def run(self) -> A.Function:
@@ -267,7 +269,7 @@ class _Expander:
                 and _output(last) == expr.name):
             # the builtin was the whole right-hand side: its last statement writes stmt.name
             self.out.pop()
-            self._emit(_renamed(last, stmt.name))
+            self._emit(_renamed(last, stmt))
             return
         _check_depths(expr)
         self._emit(replace(stmt, expr=expr))
@@ -484,7 +486,7 @@ class _Expander:
         if self._used_elsewhere(stmt.name):
             raise TileError(f"{e.fn}: the tensor {stmt.name} of an assertion cannot be used or "
                             "returned", stmt.pos.line, stmt.pos.column)
-        value = self._bind_time_value(e.args[0])
+        value = _evaluate(e.args[0], self._known())
         if value is not None and not value:
             raise TileError(f"{e.fn} failed: {_text(e.args[0])} is false for these inputs",
                             pos.line, pos.column)
@@ -496,11 +498,17 @@ class _Expander:
                 self.uses[n] = self.uses.get(n, 0) + 1
         return self.uses.get(name, 0) > 1  # its own assignment counts once
 
-    def _bind_time_value(self, expr: A.Expr) -> int | None:
-        """The value of an integer condition over literals and input dimension names, or None
-        when it depends on anything else."""
-        dims = self._input_dims()
-        return _evaluate(expr, dims)
+    def _known(self) -> dict[str, int]:
+        """Input dimension names and integer constant statements with their values."""
+        if self.known is None:
+            self.known = self._input_dims()
+        for stmt in self.out[self.known_upto:]:  # the statements before the assertion
+            if isinstance(stmt, A.Assign) and stmt.name not in self.known:
+                value = _evaluate(stmt.expr, self.known)
+                if value is not None:
+                    self.known[stmt.name] = value
+        self.known_upto = len(self.out)
+        return self.known
 
     def _input_dims(self) -> dict[str, int]:
         dims: dict[str, int] = {}
@@ -616,12 +624,18 @@ class _Expander:
                     done.append(A.PolyNeg(done.pop(), node.pos))
                 else:
                     stack += [(node, True), (node.x, False)]
-            elif isinstance(node, A.Binary) and node.op in "+-*/":
+            elif isinstance(node, A.Binary) and node.op in ("+", "-", "*", "/"):
                 if visited:
                     b, a = done.pop(), done.pop()
                     done.append(A.PolyBin(node.op, a, b, node.pos))
                 else:
                     stack += [(node, True), (node.b, False), (node.a, False)]
+            elif isinstance(node, A.Call) and node.fn in ("max", "min") and len(node.args) == 2:
+                if visited:
+                    b, a = done.pop(), done.pop()
+                    done.append(A.PolyCall(node.fn, (a, b), node.pos))
+                else:
+                    stack += [(node, True), (node.args[1], False), (node.args[0], False)]
             else:
                 return None
         return done[0]
@@ -633,11 +647,13 @@ def _output(stmt: Stmt) -> str:
     return stmt.out.name if isinstance(stmt, A.Contraction) else stmt.name
 
 
-def _renamed(stmt: Stmt, name: str) -> Stmt:
+def _renamed(stmt: Stmt, like: A.Assign) -> Stmt:
+    """``stmt`` writing ``like``'s tensor, with ``like``'s attributes."""
     if isinstance(stmt, A.Contraction):
-        c = replace(stmt, out=replace(stmt.out, name=name))
+        c = replace(stmt, out=replace(stmt.out, name=like.name), attrs=like.attrs)
         return replace(c, text=_contraction_text(c))
-    return replace(stmt, name=name, text=f"{name} = {_text(stmt.expr)}")
+    return replace(stmt, name=like.name, text=f"{like.name} = {_text(stmt.expr)}",
+                   attrs=like.attrs)
 
 
 def _assign(name: str, expr: A.Expr, pos: A.Pos) -> A.Assign:
@@ -668,6 +684,13 @@ def _poly_expr(root: A.Poly) -> A.Expr:
                 done.append(A.Unary("-", done.pop(), node.pos))
             else:
                 stack += [(node, True), (node.x, False)]
+        elif isinstance(node, A.PolyCall):  # max or min
+            if visited:
+                args = done[len(done) - len(node.args):]
+                del done[len(done) - len(node.args):]
+                done.append(A.Call(node.fn, tuple(args), node.pos))
+            else:
+                stack += [(node, True), *((a, False) for a in reversed(node.args))]
         else:
             if visited:
                 b, a = done.pop(), done.pop()
@@ -704,6 +727,12 @@ def _evaluate(root: A.Expr, dims: Mapping[str, int]) -> int | None:
                 done.append(-x if node.op == "-" else int(not x))
             else:
                 stack += [(node, True), (node.x, False)]
+        elif isinstance(node, A.Call) and node.fn in ("max", "min") and len(node.args) == 2:
+            if visited:
+                b, a = done.pop(), done.pop()
+                done.append(max(a, b) if node.fn == "max" else min(a, b))
+            else:
+                stack += [(node, True), (node.args[1], False), (node.args[0], False)]
         elif isinstance(node, A.Binary) and (node.op in ops or node.op in ("/", "%")):
             if visited:
                 b, a = done.pop(), done.pop()
