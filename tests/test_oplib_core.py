@@ -205,3 +205,20 @@ def test_long_chains_do_not_recurse():
     for _ in range(200):
         t = ops.emit("{O}[i : 2] = =({0}[i])", [t], (2,), "float32", name="Copy")
     assert len(ops.function(t).source.splitlines()) == 202
+
+
+def test_equal_and_precedence_of_inlined_expressions():
+    x = ops.input("X", (5,), "int32")
+    y = ops.input("Y", (5,), "int32")
+    fn = ops.function({"A": ops.equal(x, 1) | ops.not_equal(y, 2),
+                       "B": (x - y) - (y - x) * (x + 1),
+                       "C": -(x * y) - -x,
+                       "D": ops.equal(x < y, y < x)})
+    xs = np.array([1, 2, -3, 4, 0], np.int32)
+    ys = np.array([2, 2, 7, -1, 0], np.int32)
+    outs = run(fn, {"X": xs, "Y": ys})
+    assert outs["A"].tolist() == ((xs == 1) | (ys != 2)).tolist()
+    assert outs["B"].tolist() == ((xs - ys) - (ys - xs) * (xs + 1)).tolist()
+    assert outs["C"].tolist() == (-(xs * ys) - -xs).tolist()
+    assert outs["D"].tolist() == ((xs < ys) == (ys < xs)).tolist()
+    assert "B = X - Y - (Y - X) * (X + 1);" in fn.source

@@ -33,8 +33,10 @@ __all__ = [
     "broadcast_shapes",
     "constant",
     "emit",
+    "equal",
     "function",
     "input",
+    "not_equal",
     "result_dtype",
 ]
 
@@ -381,6 +383,16 @@ def _binary(op: str, a: object, b: object, opname: str) -> Tensor:
              name=opname.title().replace("_", ""))
     t._weak = weak
     return t
+
+
+def equal(x: Tensor | int | float | bool, y: Tensor | int | float | bool) -> Tensor:
+    """Elementwise ``x == y`` (a bool tensor, numpy broadcasting): ``O = X == Y;``."""
+    return _binary("==", x, y, "equal")
+
+
+def not_equal(x: Tensor | int | float | bool, y: Tensor | int | float | bool) -> Tensor:
+    """Elementwise ``x != y`` (a bool tensor, numpy broadcasting): ``O = X != Y;``."""
+    return _binary("!=", x, y, "not_equal")
 
 
 # emit -----------------------------------------------------------------------------------
