@@ -1,0 +1,295 @@
+"""Tile constructs of PlaidML 0.7: indexes used only in the output, integer constant
+statements, max/min in sizes, rank-0 integer inputs bound at call time, == as a contraction's
+combination, statement attributes and the composed-program form. Each against numpy through
+the interpreter, and the programs through cpu_generic and the host's config."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import stripe
+from stripe import pipeline_cache
+from stripe.arrays import ArgumentError
+from stripe.codegen.build import missing_cpu_features
+from stripe.config import load_config
+from stripe.errors import ShapeError, TileError
+from stripe.ir import Block
+from stripe.tile.lower import lower_specialised
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    source: str
+    inputs: dict[str, np.ndarray | int]
+    expected: Callable[..., dict[str, np.ndarray]]
+
+
+_RNG = np.random.default_rng(26)
+I5 = _RNG.standard_normal(5).astype(np.float32)
+I7 = _RNG.standard_normal(7).astype(np.float32)
+F3 = _RNG.standard_normal(3).astype(np.float32)
+A4 = np.array([1, 3, 3, 0], np.int32)
+B6 = np.array([3, 1, 4, 1, 5, 0], np.int32)
+I8 = np.array([-100, 5, 120, 7], np.int8)
+
+
+def _strided_same_conv(i: np.ndarray, f: np.ndarray, s: int) -> np.ndarray:
+    """PlaidML's 'same' padding: Pad = max(0, (X - 1) * S + K - X) / 2, ceil(X / S) outputs."""
+    x, k = len(i), len(f)
+    pad = max(0, (x - 1) * s + k - x) // 2
+    out = np.zeros((x + s - 1) // s, np.float32)
+    for o in range(len(out)):
+        for j in range(k):
+            src = s * o + j - pad
+            if 0 <= src < x:
+                out[o] += i[src] * f[j]
+    return out
+
+
+CASES = [
+    Case("repeat", "function (I[N]) -> (O) { O[i, j : N, 2] = =(I[i]); }", {"I": I5},
+         lambda x: {"O": np.repeat(x[:, None], 2, axis=1)}),
+    Case("sum_into_one", "function (I[N]) -> (O) { O[s : 1] = +(I[i]); }", {"I": I5},
+         lambda x: {"O": np.array([x.sum()], np.float32)}),
+    Case("fill", "function (One[]) -> (O) { O[i : 3] = =(One[]); }",
+         {"One": np.array(2.5, np.float32)},
+         lambda One: {"O": np.full(3, 2.5, np.float32)}),
+    Case("output_only_constrained",
+         "function (I[N]) -> (O) { O[i, j : N, 5] = =(I[i]), j < 3; }", {"I": I5},
+         lambda x: {"O": np.concatenate([np.repeat(x[:, None], 3, 1), np.zeros((5, 2))],
+                                        1).astype(np.float32)}),
+    Case("output_only_window_sum",
+         "function (I[N]) -> (O) { O[i + j : N + 2] = +(I[i]), j < 3; }", {"I": I5},
+         lambda x: {"O": np.convolve(x, np.ones(3, np.float32)).astype(np.float32)}),
+    Case("output_only_max",
+         "function (I[N]) -> (O) { O[j, i : 3, N] = >(I[i]); }", {"I": I5},
+         lambda x: {"O": np.tile(x, (3, 1))}),
+    Case("constants_same_conv", """
+        function (I[X], F[K]) -> (O) {
+            S = 2;
+            Pad = (max(0, (X - 1) * S + K - X)) / 2;
+            O[x : (X + S - 1) / S] = +(I[S * x + k - Pad] * F[k]);
+        }""", {"I": I7, "F": F3}, lambda x, F: {"O": _strided_same_conv(x, F, 2)}),
+    Case("constant_in_elementwise", """
+        function (I[N]) -> (O) { C = N * 2 - 1; O = I + C; }""", {"I": I8},
+         lambda x: {"O": (x.astype(np.int64) + 7).astype(np.int8)}),
+    Case("constant_output", """
+        function (I[N]) -> (O, C) { C = N + 1; O = I * C; }""", {"I": I5},
+         lambda x: {"O": x * 6, "C": np.array(6, np.int32)}),
+    Case("constant_operand", """
+        function (I[N]) -> (O) { C = 3; O[i : N] = +(I[i] * C[]); }""", {"I": I5},
+         lambda x: {"O": (x * 3).astype(np.float32)}),
+    Case("max_min_sizes", """
+        function (I[N]) -> (O, P) { O[i : max(N, 7)] = =(I[i]); P[i : min(N, 2)] = =(I[i]); }""",
+         {"I": I5}, lambda x: {"O": np.concatenate([x, np.zeros(2, np.float32)]),
+                               "P": x[:2]}),
+    Case("integer_input_size", "function (I[N], D) -> (O) { O[i : D] = =(I[i]); }",
+         {"I": I5, "D": 3}, lambda x, D: {"O": x[:D]}),
+    Case("integer_input_index", """
+        function (I[N], D[]) -> (O) { O[i : N - D] = =(I[i + D]); }""",
+         {"I": I7, "D": np.array(2, np.int64)}, lambda x, D: {"O": x[int(D):]}),
+    Case("compare_outer", """
+        function (A[N], B[M]) -> (O) { O[i, j : N, M] = =(A[i] == B[j]); }""",
+         {"A": A4, "B": B6}, lambda A, B: {"O": np.equal.outer(A, B)}),
+    Case("compare_any", """
+        function (A[N], B[M]) -> (O) { O[i : N] = >(A[i] == B[j]); }""",
+         {"A": A4, "B": B6}, lambda A, B: {"O": np.isin(A, B)}),
+    Case("attributes", """
+        function (A[N], B[M]) -> (O, P) {
+            [[pid(outer, Sum)]] O[i, j : N, M] = +(A[i] * B[j]);
+            [[pid(relu_1)]] [[fused]] P = max(O, 0);
+        }""", {"A": A4, "B": B6},
+         lambda A, B: {"O": np.multiply.outer(A, B), "P": np.maximum(np.multiply.outer(A, B), 0)}),
+    Case("composed_form", """
+        function (
+          X_I_0[X_I_0_0, X_I_0_1],
+          X_I_1[X_I_1_0]
+        ) -> (
+          X_T4
+        ) {
+          X_T0 = 1;
+          X_T1 = max(X_I_0_1, X_I_1_0);
+          [[pid(sum)]] X_T2[x0, 0 : X_I_0_0, X_T0] = +(X_I_0[x0, x1]);
+          [[pid(pad)]] X_T3[x0, x1 : X_I_0_0, X_T1 + X_T0] = =(X_T2[x0, 0]);
+          X_T4 = X_T3 + X_T1;
+        }""",
+         {"X_I_0": _RNG.standard_normal((2, 3)).astype(np.float32),
+          "X_I_1": np.zeros(3, np.float32)},
+         lambda X_I_0, X_I_1: {"X_T4": np.repeat(X_I_0.sum(1, keepdims=True), 4, 1) + 3}),
+]
+
+
+def _arrays(case: Case) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v, np.int32) if isinstance(v, int) else v
+            for k, v in case.inputs.items()}
+
+
+def _check(case: Case, got: dict[str, np.ndarray]) -> None:
+    want = case.expected(*case.inputs.values())
+    assert sorted(got) == sorted(want)
+    for name, w in want.items():
+        w = np.asarray(w)
+        assert got[name].shape == w.shape, name
+        if w.dtype.kind == "b":
+            assert got[name].dtype == np.bool_, name
+        np.testing.assert_allclose(got[name], w, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_interpreted(case: Case):
+    prog = stripe.lower(case.source, case.inputs)
+    _check(case, stripe.interpret(prog, _arrays(case)))
+
+
+def _configs() -> list[object]:
+    out = []
+    for name in ("cpu_generic", "cpu_avx2"):
+        missing = missing_cpu_features(load_config(name).target.compiler_flags)
+        marks = [pytest.mark.skip(reason=f"this CPU lacks {', '.join(missing)}")] if missing \
+            else []
+        out.append(pytest.param(name, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("config", _configs())
+def test_compiled(config: str):
+    for case in CASES:
+        prog = stripe.compile(case.source, case.inputs, config)
+        _check(case, prog(**_arrays(case)))
+
+
+# the constructs one by one ---------------------------------------------------------------
+
+def _kernels(block: Block) -> list[Block]:
+    return list(block.stmts[0].stmts)
+
+
+def test_output_only_index_ranges_are_exact():
+    """``j`` is bounded by the output size and the constraint, and by nothing else."""
+    prog = stripe.lower("function (I[N]) -> (O) { O[i + j : N + 2] = +(I[i]), j < 3; }",
+                        {"I": ((5,), "float32")})
+    kernel = _kernels(prog)[-1]
+    assert [(x.name, x.range) for x in kernel.idxs] == [("i", 5), ("j", 3)]
+    # i + j < 7 is implied by the ranges; nothing else is left
+    assert kernel.constraints == ()
+
+
+def test_output_only_index_single_value_disappears():
+    prog = stripe.lower("function (I[N]) -> (O) { O[s : 1] = +(I[i]); }",
+                        {"I": ((5,), "float32")})
+    assert [x.name for x in _kernels(prog)[-1].idxs] == ["i"]
+
+
+def test_unbounded_index_is_still_refused():
+    with pytest.raises(TileError, match="cannot infer a range for index k"):
+        stripe.lower("function (I[N]) -> (O) { O[i : N] = +(I[i + k - k2]); }",
+                     {"I": ((5,), "float32")})
+
+
+def test_integer_constant_is_not_a_buffer_unless_needed():
+    prog = stripe.lower("function (I[N]) -> (O) { C = N * 2; O = I + C; }",
+                        {"I": ((5,), "int8")})
+    assert [r.into for r in prog.refs] == ["I", "O"]
+    assert prog.ref("O").dtype.long_name == "int8"  # an integer literal is weak
+    prog = stripe.lower("function (I[N]) -> (O) { C = 3; O[i : N] = +(I[i] * C[]); }",
+                        {"I": ((5,), "float32")})
+    assert [r.into for r in prog.refs] == ["I", "O", "C"]
+
+
+def test_float_constant_stays_a_tensor():
+    with pytest.raises(TileError, match="C is a tensor, not a dimension"):
+        stripe.lower("function (I[N]) -> (O) { C = 1.5; O[i : C] = =(I[i]); }",
+                     {"I": ((5,), "float32")})
+
+
+def test_constant_assigned_twice_or_over_a_dimension():
+    with pytest.raises(TileError, match="assigned twice"):
+        stripe.lower("function (I[N]) -> (O) { C = 1; C = 2; O = I; }", {"I": ((5,), "float32")})
+    with pytest.raises(TileError, match="dimension name"):
+        stripe.lower("function (I[N]) -> (O) { N = 1; O = I; }", {"I": ((5,), "float32")})
+
+
+def test_constant_division_by_zero_in_a_size():
+    with pytest.raises(ShapeError, match="division by zero"):
+        stripe.lower("function (I[N]) -> (O) { Z = N - 5; O[i : N / Z] = =(I[i]); }",
+                     {"I": ((5,), "float32")})
+
+
+def test_size_function_with_wrong_arity():
+    with pytest.raises(TileError, match="max takes 2 arguments, got 3"):
+        stripe.lower("function (I[N]) -> (O) { O[i : max(N, 1, 2)] = =(I[i]); }",
+                     {"I": ((5,), "float32")})
+
+
+def test_integer_input_value_forms():
+    src = "function (I[N], D) -> (O) { O[i : D] = =(I[i]); }"
+    for value in (3, np.int16(3), np.array(3, np.uint8)):
+        prog, used = lower_specialised(src, {"I": ((5,), "float32"), "D": value})
+        assert prog.ref("O").shape.sizes == (3,)
+        assert used == {"D": 3}
+    with pytest.raises(TileError, match="give its value"):
+        stripe.lower(src, {"I": ((5,), "float32"), "D": ((), "int32")})
+    with pytest.raises(TileError, match="D is a tensor, not a dimension"):
+        stripe.lower(src, {"I": ((5,), "float32"), "D": np.array(3.0, np.float32)})
+
+
+def test_integer_input_used_only_as_a_tensor_is_not_specialised():
+    src = "function (I[N], D) -> (O) { O = I + D; }"
+    prog, used = lower_specialised(src, {"I": ((5,), "int32"), "D": 3})
+    assert used == {}
+    compiled = stripe.compile(src, {"I": ((5,), "int32"), "D": 3}, "cpu_generic")
+    got = compiled(I=np.arange(5, dtype=np.int32), D=np.array(7, np.int32))["O"]
+    np.testing.assert_array_equal(got, np.arange(5) + 7)
+
+
+def test_integer_input_specialises_the_program():
+    src = "function (I[N], D) -> (O) { O[i : N] = =(I[i + D]); }"
+    config = load_config("cpu_generic")
+    p2, _ = lower_specialised(src, {"I": ((6,), "float32"), "D": 2})
+    p3, _ = lower_specialised(src, {"I": ((6,), "float32"), "D": 3})
+    assert pipeline_cache.key(p2, config, True) != pipeline_cache.key(p3, config, True)
+    prog = stripe.compile(src, {"I": ((6,), "float32"), "D": 2}, "cpu_generic")
+    assert prog.specialised == {"D": 2}
+    i = np.arange(6, dtype=np.float32)
+    np.testing.assert_array_equal(prog(I=i, D=np.array(2, np.int32))["O"],
+                                  [2, 3, 4, 5, 0, 0])
+    with pytest.raises(ArgumentError, match="compiled for D = 2"):
+        prog(I=i, D=np.array(3, np.int32))
+    with pytest.raises(ArgumentError, match="compiled for D = 2"):
+        prog.run({"I": i, "D": np.array(5, np.int32)})
+
+
+def test_compare_combination_is_bool_and_tagged():
+    prog = stripe.lower("function (A[N], B[M]) -> (O) { O[i, j : N, M] = =(A[i] == B[j]); }",
+                        {"A": ((4,), "int32"), "B": ((6,), "float32")})
+    assert prog.ref("O").dtype.long_name == "bool"
+    kernel = _kernels(prog)[-1]
+    assert "comb_op_eq" in kernel.tags
+    with pytest.raises(TileError, match="aggregation '\\+' of bool values"):
+        stripe.lower("function (A[N], B[M]) -> (O) { O[i : N] = +(A[i] == B[j]); }",
+                     {"A": ((4,), "int32"), "B": ((6,), "int32")})
+
+
+def test_attributes_become_kernel_tags():
+    prog = stripe.lower("""function (A[N]) -> (O, P) {
+        [[pid(outer, Sum_2)]] [[fused]] O[i : N] = >(A[i]);
+        P = O + 1;
+    }""", {"A": ((4,), "float32")})
+    kernels = _kernels(prog)
+    tagged = [k for k in kernels if "attr_pid=outer:Sum_2" in k.tags]
+    assert len(tagged) == len(kernels) - 1 and all("attr_fused" in k.tags for k in tagged)
+    assert not any(t.startswith("attr_") for t in kernels[-1].tags)
+    text = stripe.print_ir(prog)
+    assert stripe.parse_ir(text) == prog
+
+
+def test_attributes_on_a_materialised_constant():
+    prog = stripe.lower("function (A[N]) -> (O) { [[pid(c)]] C = 2; O[i : N] = +(A[i] * C[]); }",
+                        {"A": ((4,), "float32")})
+    assert "attr_pid=c" in _kernels(prog)[0].tags
+    assert "attr_pid=c" not in _kernels(prog)[-1].tags
