@@ -293,3 +293,25 @@ def test_attributes_on_a_materialised_constant():
                         {"A": ((4,), "float32")})
     assert "attr_pid=c" in _kernels(prog)[0].tags
     assert "attr_pid=c" not in _kernels(prog)[-1].tags
+
+
+def test_bind_time_functions():
+    src = """function (I[N], J[M]) -> (O) {
+        G = broadcast(N, M); A = assert_group_count(N == M); H = match(N, 4);
+        O[i : G + A + H] = =(I[i]);
+    }"""
+    prog = stripe.lower(src, {"I": ((4,), "float32"), "J": ((4,), "float32")})
+    assert prog.ref("O").shape.sizes == (9,)
+    one = stripe.lower("function (I[N], J[M]) -> (O) { G = broadcast(N, M); O[i : G] = =(I[i]); }",
+                       {"I": ((1,), "float32"), "J": ((6,), "float32")})
+    assert one.ref("O").shape.sizes == (6,)
+    with pytest.raises(ShapeError, match="broadcast: sizes 4 and 3 do not broadcast"):
+        stripe.lower(src, {"I": ((4,), "float32"), "J": ((3,), "float32")})
+    with pytest.raises(TileError, match="assertion assert_group_count failed"):
+        stripe.lower(src.replace("broadcast(N, M)", "N"),
+                     {"I": ((4,), "float32"), "J": ((3,), "float32")})
+    with pytest.raises(ShapeError, match="match: sizes 5 and 4 differ"):
+        stripe.lower(src, {"I": ((5,), "float32"), "J": ((5,), "float32")})
+    with pytest.raises(TileError, match="must be integer constant expressions"):
+        stripe.lower("function (I[N]) -> (O) { A = assert_ok(I); O = I; }",
+                     {"I": ((4,), "float32")})

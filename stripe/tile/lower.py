@@ -72,6 +72,7 @@ from .typecheck import TConst, TIndex, TNode, TOp, TSpecial, TTensor, check_stat
 _AGG = {"+": AggOp.ADD, "*": AggOp.MUL, ">": AggOp.MAX, "<": AggOp.MIN, "=": AggOp.ASSIGN}
 _COMB = {"*": "mul", "+": "add", "?": "cond", "==": "cmp_eq"}
 _COMB_TAG = {"*": "mul", "+": "add", "?": "cond", "==": "eq"}
+_BIND_FNS = ("broadcast", "match")
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.:/+\-]")
 Scalar = Union[int, float, bool]
 
@@ -465,7 +466,11 @@ class _Lowering:
     # elementwise statements and specials --------------------------------------------------
     def _assignment(self, s: A.Assign) -> None:
         self._check_target(s.name, s.pos)
-        node = check_statement(s.expr, self._lookup, self.dims)
+        if isinstance(s.expr, A.Call) and (s.expr.fn in _BIND_FNS
+                                           or s.expr.fn.startswith("assert_")):
+            node: TNode | TSpecial = self._bind_time_call(s.expr)
+        else:
+            node = check_statement(s.expr, self._lookup, self.dims)
         if isinstance(node, TConst) and node.dtype.is_int:
             # an integer constant: a dimension-like name, a tensor only where one is needed
             self.dims[s.name] = int(node.value)
@@ -475,6 +480,39 @@ class _Lowering:
                 self._materialise(s.name)
             return
         self._emit_assignment(s, node)
+
+    def _bind_time_call(self, e: A.Call) -> TConst:
+        """PlaidML's bind-time functions of integer constants: ``broadcast(a, b)`` (the
+        broadcast of two sizes), ``match(a, b)`` (two sizes that must be equal) and
+        ``assert_<what>(c)`` (a located TileError when ``c`` is 0; its value otherwise)."""
+        args = [self._const_arg(a, e) for a in e.args]
+        want = 1 if e.fn.startswith("assert_") else 2
+        if len(args) != want:
+            raise TileError(f"{e.fn} takes {want} argument{'s' if want > 1 else ''}, got "
+                            f"{len(args)}", e.pos.line, e.pos.column)
+        if e.fn.startswith("assert_"):
+            if args[0] == 0:
+                raise TileError(f"assertion {e.fn} failed", e.pos.line, e.pos.column)
+            value = args[0]
+        elif e.fn == "match" or 1 in args:
+            if e.fn == "match" and args[0] != args[1]:
+                raise ShapeError(f"match: sizes {args[0]} and {args[1]} differ", e.pos.line,
+                                 e.pos.column)
+            value = args[1] if args[0] == 1 else args[0]
+        elif args[0] != args[1]:
+            raise ShapeError(f"broadcast: sizes {args[0]} and {args[1]} do not broadcast",
+                             e.pos.line, e.pos.column)
+        else:
+            value = args[0]
+        return TConst(value, DType.INT32 if -2**31 <= value < 2**31 else DType.INT64)
+
+    def _const_arg(self, a: A.Expr, call: A.Call) -> int:
+        node = check_statement(a, self._lookup, self.dims)
+        if not isinstance(node, TConst) or not (node.dtype.is_int or node.dtype is DType.BOOL):
+            raise TileError(f"the arguments of {call.fn} must be integer constant expressions "
+                            "(literals, dimensions and integer constants)", a.pos.line,
+                            a.pos.column)
+        return int(node.value)
 
     def _materialise(self, name: str) -> TensorInfo:
         """The rank-0 tensor of the integer constant ``name``, emitted on first need (an
