@@ -55,6 +55,7 @@ from ..ir import (
 from ..limits import TileLimitError, check_bytes, fits_int
 from ..names import fresh_name
 from . import ast as A
+from .builtins import expand
 from .parser import parse
 from .ranges import Plan, infer_ranges
 from .shapes import (
@@ -94,10 +95,10 @@ def lower_specialised(source: object, inputs: Mapping[str, object] | None = None
     constraint, by name, in signature order. A run with another value for one of them
     computes something else."""
     if isinstance(source, str) and inputs is not None:
-        low = _Lowering(parse(source), inputs)
+        low = _Lowering(expand(parse(source), inputs), inputs)
     else:
         text, given = resolve(source, inputs)
-        low = _Lowering(parse(text), given)
+        low = _Lowering(expand(parse(text), given), given)
     block = low.run()
     used = {p.name: low.sizes.used[p.name] for p in low.fn.params if p.name in low.sizes.used}
     return block, used
