@@ -40,7 +40,7 @@ from collections.abc import Callable
 from stripe.affine import Affine
 from stripe.dtypes import DType
 from stripe.errors import IRError
-from stripe.intrinsics import c_convert
+from stripe.intrinsics import c_convert, c_load
 from stripe.ir import (
     AggOp,
     Block,
@@ -61,6 +61,7 @@ from .c_loops import LoopWriter
 from .c_runtime import OVERLAP, PRELUDE, BufferSpec, CProgram, overwritten_first, stats_functions
 from .c_text import (
     C_TYPES,
+    C_VALUES,
     MAIN_MEMORY,
     Scope,
     View,
@@ -225,7 +226,7 @@ class _Emitter(LoopWriter, KernelWriter):
 
     def load(self, s: Load, scope: Scope, path: str) -> None:
         view = scope.refs[s.from_]
-        self.scalar(scope, s.into, view.dtype, f"*{view.cname}")
+        self.scalar(scope, s.into, view.dtype, c_load(f"*{view.cname}", view.dtype))
         if scope.in_transfer:
             self.count(f"{view.memory}.bytes_out", view.dtype.itemsize)
 
@@ -252,7 +253,7 @@ class _Emitter(LoopWriter, KernelWriter):
 
     def scalar(self, scope: Scope, name: str, dtype: DType, expr: str) -> None:
         cname = self.fresh("s")
-        self.line(f"const {C_TYPES[dtype]} {cname} = {expr};  /* {comment_name(name[1:])} */")
+        self.line(f"const {C_VALUES[dtype]} {cname} = {expr};  /* {comment_name(name[1:])} */")
         scope.scalars[name] = (cname, dtype)
 
     def special(self, s: Special, scope: Scope, path: str) -> None:
@@ -293,8 +294,9 @@ class _Emitter(LoopWriter, KernelWriter):
             self.line(f"const int64_t {c} = {f} % {max(n, 1)}; {f} /= {max(n, 1)};")
             src_coords.append(c)
         src_coords.reverse()
-        self.line(f"{self.address(dst, coords)} = "
-                  f"{_element(self.address(src, src_coords), src.dtype, dst.dtype)};")
+        self.line(combine_text(self.address(dst, coords),
+                               _element(self.address(src, src_coords), src.dtype, dst.dtype),
+                               AggOp.ASSIGN, dst.dtype))
         self.close(len(coords))
 
     def gather(self, src: View, index: View, dst: View) -> None:
@@ -304,8 +306,9 @@ class _Emitter(LoopWriter, KernelWriter):
         hi = max(src.sizes[0] - 1, 0)
         at = _element(self.address(index, coords[:k]), index.dtype, DType.INT64)
         self.line(f"const int64_t {row} = stripe_imin(stripe_imax({at}, 0), {hi});")
-        self.line(f"{self.address(dst, coords)} = "
-                  f"{_element(self.address(src, [row] + coords[k:]), src.dtype, dst.dtype)};")
+        self.line(combine_text(self.address(dst, coords),
+                               _element(self.address(src, [row] + coords[k:]), src.dtype,
+                                        dst.dtype), AggOp.ASSIGN, dst.dtype))
         self.close(len(coords))
 
     def scatter(self, src: View, index: View, dst: View) -> None:
@@ -328,17 +331,19 @@ class _Emitter(LoopWriter, KernelWriter):
 def _stored(src: str, src_dtype: DType, dtype: DType) -> str:
     """The C value of scalar ``src`` converted for a store into a view of ``dtype``: a C
     cast, or the saturating conversion of a float into an integer view
-    (``stripe.intrinsics.c_convert``)."""
+    (``stripe.intrinsics.c_convert``); for a 16-bit float view the value as a float, which
+    the store (``combine_text``) combines and rounds."""
+    if dtype.is_half:
+        return c_convert(src, src_dtype, DType.FLOAT32)
     if src_dtype.is_float and dtype.is_int:
         return c_convert(src, src_dtype, dtype)
-    return f"({C_TYPES[dtype]})({src})"
+    return f"({C_VALUES[dtype]})({src})"
 
 
 def _element(expr: str, src_dtype: DType, dtype: DType) -> str:
-    """An element ``expr`` of a special's input converted to ``dtype`` (as ``_stored``)."""
-    if src_dtype.is_float and dtype.is_int:
-        return c_convert(expr, src_dtype, dtype)
-    return f"({C_TYPES[dtype]}){expr}"
+    """An element ``expr`` (in memory) of a special's input converted for a store into
+    ``dtype`` (as ``_stored``)."""
+    return _stored(c_load(expr, src_dtype), src_dtype, dtype)
 
 
 _HANDLERS: dict[type, Callable[[_Emitter, Statement, Scope, str], None]] = {

@@ -9,9 +9,21 @@ import math
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from stripe.dtypes import DType
 from stripe.errors import IRError
-from stripe.intrinsics import WIDE_INTS, c_expr, c_nan_max, c_wrapping
+from stripe.intrinsics import (
+    C_TYPES,
+    C_VALUES,
+    WIDE_INTS,
+    c_expr,
+    c_load,
+    c_nan_max,
+    c_store,
+    c_wrapping,
+    to_value,
+)
 from stripe.ir import (
     AggOp,
     agg_identity,
@@ -19,11 +31,7 @@ from stripe.ir import (
 
 MAIN_MEMORY = "main"       # how an allocation without a location is reported
 
-C_TYPES = {
-    DType.BOOL: "_Bool", DType.INT8: "int8_t", DType.INT16: "int16_t",
-    DType.INT32: "int32_t", DType.INT64: "int64_t", DType.UINT8: "uint8_t",
-    DType.FLOAT32: "float", DType.FLOAT64: "double",
-}
+# C_TYPES: a buffer element's C type; C_VALUES: a scalar's (stripe.intrinsics)
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -40,15 +48,20 @@ def comment_name(name: str) -> str:
 
 
 def c_float(value: float, dtype: DType) -> str:
+    """A float literal of ``dtype``'s compute type (a 16-bit float's is float)."""
     if math.isnan(value):
         return "NAN"
     if math.isinf(value):
         return "INFINITY" if value > 0 else "(-INFINITY)"
     text = float(value).hex()
-    return f"{text}f" if dtype is DType.FLOAT32 else text
+    return f"{text}f" if dtype.compute is DType.FLOAT32 else text
 
 
 def c_literal(value: object, dtype: DType) -> str:
+    """A C literal of the value ``value`` converted to ``dtype`` (a 16-bit float rounded to
+    its grid first, as a constant of that type is)."""
+    if dtype.is_half:
+        value = float(to_value(np.asarray(float(value)), dtype))  # type: ignore[arg-type]
     if dtype.is_float:
         return c_float(float(value), dtype)  # type: ignore[arg-type]
     if dtype is DType.BOOL:
@@ -56,7 +69,11 @@ def c_literal(value: object, dtype: DType) -> str:
     v = int(value)  # type: ignore[call-overload]
     if dtype is DType.INT64 and v == -(2 ** 63):
         return "INT64_MIN"
-    return f"INT64_C({v})" if dtype is DType.INT64 else f"({C_TYPES[dtype]}){v}"
+    if dtype is DType.INT64:
+        return f"INT64_C({v})"
+    if dtype is DType.UINT64:
+        return f"UINT64_C({v})"
+    return f"({C_VALUES[dtype]}){v}"
 
 
 @dataclass
@@ -90,9 +107,19 @@ def store_text(view: View, value: str, agg: AggOp) -> str:
 
 
 def combine_text(p: str, value: str, agg: AggOp, dtype: DType) -> str:
-    """C statement combining ``value`` into lvalue ``p`` by aggregation ``agg``, by the
-    rules of docs/semantics.md: ``max``/``min`` propagate NaN (numpy's ``maximum``), integer
-    sums and products wrap modulo 2^bits."""
+    """C statement combining ``value`` (a value of ``dtype``) into ``p``, an element in
+    memory of ``dtype``, by aggregation ``agg``, by the rules of docs/semantics.md:
+    ``max``/``min`` propagate NaN (numpy's ``maximum``), integer sums and products wrap
+    modulo 2^bits; a 16-bit float combines in float32 and is rounded as it is stored."""
+    if dtype.is_half:
+        if agg is AggOp.ASSIGN:
+            return f"{p} = {c_store(value, dtype)};"
+        cur = c_load(p, dtype)
+        if agg in (AggOp.ADD, AggOp.MUL):
+            combined = f"{cur} {'+' if agg is AggOp.ADD else '*'} {value}"
+        else:
+            combined = c_nan_max(">" if agg is AggOp.MAX else "<", dtype, cur, value)
+        return f"{p} = {c_store(combined, dtype)};"
     if agg is AggOp.ASSIGN:
         return f"{p} = {value};"
     if agg in (AggOp.ADD, AggOp.MUL):
@@ -120,6 +147,8 @@ def accumulator_type(agg: AggOp, dtype: DType) -> str:
     ``r = (int32_t)((uint32_t)r + x)`` or ``int8_t r; r += x``, over an outer loop
     wrongly, dropping whole iterations). The low bits of the sum or product, which the
     final combine keeps, are those of the wrapping result. The dtype's C type otherwise."""
+    if dtype.is_half:  # each store rounds: the vectorize pass keeps no local accumulator
+        raise IRError(f"no local accumulator of {dtype} (each store into it rounds)")
     if dtype in _UNSIGNED_ACCUMULATORS and agg in (AggOp.ADD, AggOp.MUL):
         return _UNSIGNED_ACCUMULATORS[dtype]
     return C_TYPES[dtype]
@@ -135,7 +164,7 @@ def accumulate_text(p: str, value: str, agg: AggOp, dtype: DType) -> str:
 
 
 def identity_text(agg: AggOp, dtype: DType) -> str:
-    """The value that ``agg`` leaves unchanged, as a C literal of ``dtype``."""
+    """The value that ``agg`` leaves unchanged, as a C literal of ``dtype`` (a value)."""
     return c_literal(agg_identity(agg, dtype), dtype)
 
 

@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
+from .dtypes import DType
 from .errors import InterpreterError
 from .interp_memory import (
     Array,
@@ -65,6 +66,7 @@ from .interp_memory import (
     write_view,
 )
 from .interp_ops import SPECIALS, apply_intrinsic, convert_to
+from .intrinsics import convert, to_value, widen
 from .ir import (
     INTRINSICS,
     AggOp,
@@ -242,7 +244,7 @@ def _load(s: Load, batch: Batch) -> None:
     ref = _ref(batch, s.from_, what)
     _readable(ref, batch, what)
     check_element0(ref, batch, what)
-    _define(batch, s.into, ref.memory[ref.addr], what)
+    _define(batch, s.into, widen(ref.memory[ref.addr]), what)  # a 16-bit float: as float32
 
 
 _COMBINE: dict[AggOp, np.ufunc] = {
@@ -255,13 +257,42 @@ def _store(s: Store, batch: Batch) -> None:
     ref = _ref(batch, s.into, what)
     _writable(ref, batch, what)
     check_element0(ref, batch, what)
-    value = convert_to(_scalar(batch, s.from_, what), ref.dtype)  # a store's conversion
+    dtype = ref.decl.dtype
+    if dtype.is_half:  # combined in float32, rounded as stored
+        value = convert(_scalar(batch, s.from_, what), DType.FLOAT32)
+    else:
+        value = convert_to(_scalar(batch, s.from_, what), ref.dtype)  # a store's conversion
     if ref.decl.fresh:
         _fresh_start(ref, batch, what)
-    if ref.decl.agg_op is AggOp.ASSIGN:
+    if dtype.is_half:
+        _store_half(ref, value)
+    elif ref.decl.agg_op is AggOp.ASSIGN:
         ref.memory[ref.addr] = value
     else:  # ufunc.at combines repeated addresses one by one, in point order
         _COMBINE[ref.decl.agg_op].at(ref.memory, ref.addr, value)
+
+
+def _store_half(ref: Ref, value: Array) -> None:
+    """A store of float32 ``value`` into 16-bit float memory: each point's element, in point
+    order, becomes the element combined with the value in float32, rounded to nearest even
+    (``assign``: the value rounded), as the C stores each."""
+    dtype, agg = ref.decl.dtype, ref.decl.agg_op
+    addr = np.asarray(ref.addr).reshape(-1)
+    value = np.broadcast_to(value, np.shape(ref.addr)).reshape(-1)
+    # the k-th store of each address goes in round k: within a round addresses are distinct
+    order = np.argsort(addr, kind="stable")
+    sorted_addr = addr[order]
+    starts = np.flatnonzero(np.r_[True, sorted_addr[1:] != sorted_addr[:-1]])
+    rank = np.empty(len(addr), dtype=np.int64)
+    if len(addr):
+        group = np.cumsum(np.r_[False, sorted_addr[1:] != sorted_addr[:-1]])
+        rank[order] = np.arange(len(addr)) - starts[group]
+    for k in range(int(rank.max()) + 1 if len(addr) else 0):
+        sel = np.flatnonzero(rank == k)
+        at, v = addr[sel], value[sel]
+        if agg is not AggOp.ASSIGN:
+            v = _COMBINE[agg](widen(ref.memory[at]), v)
+        ref.memory[at] = convert(v, dtype)
 
 
 def _fresh_start(ref: Ref, batch: Batch, what: str) -> None:
@@ -296,10 +327,10 @@ def _constant(s: Constant, batch: Batch) -> None:
     if not isinstance(s.value, (bool, int, float, np.generic)):
         raise InterpreterError(f"{what} has a non-numeric value {s.value!r}", batch.path)
     try:
-        value = convert_to(np.asarray(s.value), s.dtype.np)
+        value = to_value(np.asarray(s.value), s.dtype)
     except (OverflowError, TypeError, ValueError) as e:
         raise InterpreterError(f"{what} = {s.value!r} is not a {s.dtype}: {e}", batch.path) from e
-    _define(batch, s.name, np.full(batch.size, value, dtype=s.dtype.np), what)
+    _define(batch, s.name, np.full(batch.size, value, dtype=value.dtype), what)
 
 
 def _intrinsic(s: Intrinsic, batch: Batch) -> None:

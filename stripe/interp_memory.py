@@ -24,6 +24,7 @@ from functools import cached_property
 import numpy as np
 
 from .affine import Affine
+from .dtypes import DType
 from .errors import InterpreterError
 from .ir import Block, Refinement, TensorShape
 
@@ -57,7 +58,7 @@ def _uninitialised(count: int, dtype: np.dtype) -> Array:
     result that numpy would not (a lowering or pass that drops an initialisation is caught
     here instead of passing on zeroed memory)."""
     dtype = np.dtype(dtype)
-    if dtype.kind == "f":
+    if dtype.kind == "f" or dtype == DType.BFLOAT16.np:
         return np.full(count, np.nan, dtype)
     if dtype.kind == "b":
         return np.ones(count, dtype)

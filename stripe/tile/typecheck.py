@@ -1,5 +1,6 @@
-"""Typing elementwise expressions: shapes by numpy broadcasting, dtypes by numpy promotion,
-except that literals are *weak* (they do not widen a tensor's type).
+"""Typing elementwise expressions: shapes by numpy broadcasting, dtypes by PlaidML's
+promotion (:func:`stripe.dtypes.promote`: a float type wins, else the wider type, else the
+first operand's; ``docs/dtypes.md``).
 
 The result is a typed tree (:class:`TTensor`, :class:`TConst`, :class:`TIndex`, :class:`TOp`)
 whose ``op`` names are Stripe intrinsics, or a :class:`TSpecial` for a whole-statement
@@ -9,12 +10,15 @@ intermediate value within 64 bits (a located TileLimitError otherwise); floats a
 doubles (``floor(1e309)`` is infinity, ``min``/``max`` propagate NaN). Expressions are walked
 with an explicit stack, never by recursion.
 
-Literal rules (``docs/tile.md``): an integer literal takes the other operand's type (int32
-next to a bool); a float literal takes the other operand's type if it is a float type,
-float32 otherwise; the type the literal takes is the type of the operation (so ``A * 2.5``
-with int32 ``A`` is float32); a literal that does not fit the type it takes is a TypeError_. A
-statement or a ``c ? a : b`` whose value is only literals gets int32 (int64 if needed),
-float32 or bool.
+Literal rules (PlaidML's; ``docs/dtypes.md``): an integer literal is int32 (int64 if it
+does not fit), a float literal float32, and the operation's type is the promotion of the
+operand types in order (``A + 1`` with int8 ``A`` is int32, ``A * 2.5`` with float64 ``A``
+float64, with float16 ``A`` float32, with int32 ``A`` float32). The literal's value is then
+converted to the operation's type (integers wrap modulo 2^bits, as C converts them; into a
+16-bit float operation it stays a float32 value, the type it is computed in); a float
+literal into a float64 operation keeps its double value. A bool literal (a folded
+comparison) takes the other operand's type. A statement or a ``c ? a : b`` whose value is
+only literals gets int32 (int64 if needed), float32 or bool.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import numpy as np
 from ..dtypes import DType
 from ..dtypes import promote as _promote
 from ..errors import ShapeError, TileError, TypeError_
-from ..intrinsics import INTRINSICS_TABLE
+from ..intrinsics import INTRINSICS_TABLE, _round_half_away
 from ..limits import TileLimitError, fits_int
 from . import ast as A
 from .shapes import TensorInfo, broadcast, c_div, c_mod
@@ -119,12 +123,13 @@ _SAME_FNS = tuple(i.name for i in _TABLE
 _BINARY_FNS = tuple(i.name for i in _TABLE if i.is_function and i.arity == 2)
 _NAMED_CASTS = {d.long_name: d for d in DType}  # float32(x), bool(x), ...
 _SIZED_CASTS = {
-    "as_float": {32: DType.FLOAT32, 64: DType.FLOAT64},
+    "as_float": {16: DType.FLOAT16, 32: DType.FLOAT32, 64: DType.FLOAT64},
     "as_int": {8: DType.INT8, 16: DType.INT16, 32: DType.INT32, 64: DType.INT64},
-    "as_uint": {8: DType.UINT8},
+    "as_uint": {8: DType.UINT8, 16: DType.UINT16, 32: DType.UINT32, 64: DType.UINT64},
+    "as_bool": {1: DType.BOOL},
 }
 SPECIAL_FNS = ("reshape", "gather", "scatter")
-FUNCTIONS = (_FLOAT_FNS + _SAME_FNS + _BINARY_FNS + tuple(_SIZED_CASTS) + ("as_bool", "index")
+FUNCTIONS = (_FLOAT_FNS + _SAME_FNS + _BINARY_FNS + tuple(_SIZED_CASTS) + ("index",)
              + tuple(_NAMED_CASTS) + SPECIAL_FNS)
 
 # Looks a tensor up by name (raising the right TileError), or returns None for a dimension.
@@ -180,9 +185,11 @@ class _Checker:
                                 f"(X = {fn}(...);)", e.pos.line, e.pos.column)
             if fn not in FUNCTIONS:
                 raise TileError(f"unknown function '{fn}'", e.pos.line, e.pos.column)
-            if fn in _FLOAT_FNS or fn in _SAME_FNS or fn in _NAMED_CASTS or fn == "as_bool":
+            if fn in _FLOAT_FNS or fn in _SAME_FNS or fn in _NAMED_CASTS:
                 _arity(e, 1)
-            if fn in _BINARY_FNS or fn in _SIZED_CASTS or fn == "index":
+            if fn == "as_bool" and len(e.args) != 1:  # as_bool(x) or as_bool(x, 1)
+                _arity(e, 2)
+            elif fn in _BINARY_FNS or fn in _SIZED_CASTS or fn == "index":
                 _arity(e, 2)
             if fn == "index":
                 return ()
@@ -223,14 +230,8 @@ class _Checker:
                 ) -> TNode | _Weak:
         if isinstance(a, _Weak) and isinstance(b, _Weak):
             return _Weak(_fits(_fold_binary(op, a.value, b.value, pos), pos), pos)
-        if isinstance(a, _Weak):
-            a = _resolve(a, b.dtype)  # type: ignore[union-attr]
-            dtype = a.dtype  # the type a literal takes is the result type
-        elif isinstance(b, _Weak):
-            b = _resolve(b, a.dtype)
-            dtype = b.dtype
-        else:
-            dtype = promote(a.dtype, b.dtype)
+        dtype = promote(_operand_type(a, b), _operand_type(b, a))
+        a, b = _resolve(a, dtype), _resolve(b, dtype)
         shape = broadcast([a.shape, b.shape], pos)
         if op in _COMPARE:
             return TOp(_COMPARE[op], (a, b), DType.BOOL, shape)
@@ -264,14 +265,9 @@ class _Checker:
                 dtype = promote(self._default_const(a).dtype, self._default_const(b).dtype)
             a, b = _resolve(a, dtype), _resolve(b, dtype)
             dtype = a.dtype
-        elif isinstance(a, _Weak):
-            a = _resolve(a, b.dtype)  # type: ignore[union-attr]
-            dtype = a.dtype
-        elif isinstance(b, _Weak):
-            b = _resolve(b, a.dtype)
-            dtype = b.dtype
         else:
-            dtype = promote(a.dtype, b.dtype)
+            dtype = promote(_operand_type(a, b), _operand_type(b, a))
+            a, b = _resolve(a, dtype), _resolve(b, dtype)
         shape = broadcast([c.shape, a.shape, b.shape], e.pos)
         return TOp("cond", (c, a, b), dtype, shape)
 
@@ -284,17 +280,17 @@ class _Checker:
         if fn in _BINARY_FNS:
             return self._binary(fn, args[0], args[1], e.pos)
         x = args[0]
+        if fn == "as_bool" and len(e.args) == 1:
+            return _cast(x, DType.BOOL, e.pos)
         if fn in _SIZED_CASTS:
             return _cast(x, _cast_target(e), e.pos)
-        if fn == "as_bool":
-            return _cast(x, DType.BOOL, e.pos)
         if fn in _NAMED_CASTS:
             return _cast(x, _NAMED_CASTS[fn], e.pos)
         if isinstance(x, _Weak):
             return _Weak(_fits(_fold_call(fn, x), e.pos), e.pos)
         if fn in _FLOAT_FNS:
             return TOp(fn, (x,), x.dtype if x.dtype.is_float else DType.FLOAT32, x.shape)
-        if fn in ("floor", "ceil") and not x.dtype.is_float:
+        if fn in ("floor", "ceil", "round") and not x.dtype.is_float:
             return x  # already integral
         return TOp(fn, (x,), x.dtype, x.shape)
 
@@ -363,7 +359,7 @@ class _Checker:
         if w.kind == "float":
             return TConst(float(w.value), DType.FLOAT32)
         fits32 = np.iinfo(np.int32).min <= w.value <= np.iinfo(np.int32).max
-        return _resolve(w, DType.INT32 if fits32 else DType.INT64)
+        return _resolve(w, DType.INT32 if fits32 else DType.INT64)  # type: ignore[return-value]
 
 
 def check_statement(expr: A.Expr, lookup: Lookup, dims: dict[str, int]) -> TNode | TSpecial:
@@ -427,15 +423,33 @@ def _convert(value: Scalar, dtype: DType, pos: A.Pos) -> Scalar:
     return v
 
 
-def _resolve(w: _Weak, other: DType) -> TConst:
-    """The type a literal takes next to a value of type ``other``."""
-    if w.kind == "float":
-        dtype = other if other.is_float else DType.FLOAT32
-    elif w.kind == "int":
-        dtype = DType.INT32 if other is DType.BOOL else other
-    else:
-        dtype = other
-    return TConst(_convert(w.value, dtype, w.pos), dtype)
+def _operand_type(x: TNode | _Weak, other: TNode | _Weak) -> DType:
+    """The type operand ``x`` brings to PlaidML's promotion: a tensor's or expression's
+    type; int32 for an integer literal (int64 if it does not fit), float32 for a float
+    literal; a bool literal the type of ``other`` (which is not a literal)."""
+    if not isinstance(x, _Weak):
+        return x.dtype
+    if x.kind == "float":
+        return DType.FLOAT32
+    if x.kind == "int":
+        return DType.INT32 if -2**31 <= x.value < 2**31 else DType.INT64  # type: ignore
+    return other.dtype  # type: ignore[union-attr]
+
+
+def _resolve(x: TNode | _Weak, dtype: DType) -> TNode:
+    """Operand ``x`` of an operation of type ``dtype``: a literal becomes a constant of
+    ``dtype`` (of float32 when ``dtype`` is a 16-bit float, the type it computes in), its
+    value converted (integers wrapping modulo 2^bits); anything else as it is."""
+    if not isinstance(x, _Weak):
+        return x
+    dtype = dtype.compute
+    if dtype.is_int and x.kind == "int":
+        bits = dtype.bits
+        v = int(x.value) & ((1 << bits) - 1)
+        if dtype.is_signed and v >= 1 << (bits - 1):
+            v -= 1 << bits
+        return TConst(v, dtype)
+    return TConst(_convert(x.value, dtype, x.pos), dtype)
 
 
 # constant folding (C semantics for integers) -------------------------------------------------
@@ -535,8 +549,13 @@ def _fold_call(fn: str, w: _Weak) -> Scalar:
     v = _num(w.value)
     if fn == "abs":
         return abs(v)
-    if fn in ("floor", "ceil") and isinstance(v, int):
+    if fn in ("floor", "ceil", "round") and isinstance(v, int):
         return v
+    if fn == "round":  # C's round: halfway cases away from zero
+        return float(_round_half_away(np.asarray(np.float64(v))))
+    inverse = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+               "acosh": "arccosh", "atanh": "arctanh"}
+    fn = inverse.get(fn, fn)
     with np.errstate(all="ignore"):
         return float(getattr(np, fn)(np.float64(v)))
 
