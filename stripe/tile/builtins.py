@@ -36,12 +36,12 @@ from ..limits import check_depth
 from . import ast as A
 
 # call forms of PlaidML's operators (its parser turns `a + b` into add(a, b))
-_BINARY_CALLS = {
+BINARY_CALLS = {
     "add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%",
     "cmp_eq": "==", "cmp_ne": "!=", "cmp_lt": "<", "cmp_gt": ">", "cmp_le": "<=", "cmp_ge": ">=",
     "bit_and": "&", "bit_or": "|", "bit_xor": "^", "bit_left": "<<", "bit_right": ">>",
 }
-_UNARY_CALLS = {"neg": "-", "bit_not": "~"}
+UNARY_CALLS = {"neg": "-", "bit_not": "~"}
 
 _REFUSED = {
     "prng_step": "PlaidML's random number generator (prng_step, prng_state, prng_value) is not "
@@ -57,8 +57,10 @@ _REFUSED = {
 _REFUSED["prng_state"] = _REFUSED["prng_value"] = _REFUSED["prng_step"]
 _REFUSED["element"] = _REFUSED["tuple"]
 
+_SPECIALS = ("reshape", "gather", "scatter")  # their tensor arguments must be names
+
 _ARITY = {
-    **{name: 2 for name in _BINARY_CALLS}, **{name: 1 for name in _UNARY_CALLS},
+    **{name: 2 for name in BINARY_CALLS}, **{name: 1 for name in UNARY_CALLS},
     "cond": 3, "ident": 1, "recip": 1, "reverse_grad": 2, "sigmoid": 1, "relu": 1,
     "builtin_binary_crossentropy": 3, "builtin_softmax": 3, "builtin_logsoftmax": 3,
     "shape": 1,
@@ -169,16 +171,24 @@ def _parts(node: object) -> list[object]:
     if isinstance(node, (A.Call, A.PolyCall)):
         out: list[object] = [node.fn, "("]
         for k, arg in enumerate(node.args):
-            out += [", ", arg] if k else [arg]
+            out += [", ", _Bare(arg)] if k else [_Bare(arg)]
         return [*out, ")"]
+    if isinstance(node, _Bare):
+        parts = _parts(node.node)
+        return parts[1:-1] if isinstance(node.node, (A.Binary, A.PolyBin, A.Ternary)) else parts
     return [str(node)]
+
+
+class _Bare:
+    """A node printed without its outer parentheses (a call argument, a whole statement)."""
+
+    def __init__(self, node: object) -> None:
+        self.node = node
 
 
 def _text(node: object) -> str:
     """Tile text of an expression or polynomial (iterative: any depth)."""
-    parts = _parts(node)
-    if isinstance(node, (A.Binary, A.PolyBin, A.Ternary)):
-        parts = parts[1:-1]
+    parts = _parts(_Bare(node))
     out: list[str] = []
     stack = list(reversed(parts))
     while stack:
@@ -290,6 +300,8 @@ class _Expander:
                 new = done[len(done) - len(kids):]
                 del done[len(done) - len(kids):]
                 if any(a is not b for a, b in zip(new, kids)):
+                    if isinstance(node, A.Call) and node.fn in _SPECIALS:
+                        new = self._special_args(node, new)
                     node = _rebuild(node, new)
             if isinstance(node, A.Call) and is_builtin(node.fn):
                 node = self._call(node)
@@ -313,10 +325,10 @@ class _Expander:
         if len(args) != n:
             plural = "argument" if n == 1 else "arguments"
             raise TileError(f"{fn} takes {n} {plural}, got {len(args)}", pos.line, pos.column)
-        if fn in _BINARY_CALLS:
-            return A.Binary(_BINARY_CALLS[fn], args[0], args[1], pos)
-        if fn in _UNARY_CALLS:
-            return A.Unary(_UNARY_CALLS[fn], args[0], pos)
+        if fn in BINARY_CALLS:
+            return A.Binary(BINARY_CALLS[fn], args[0], args[1], pos)
+        if fn in UNARY_CALLS:
+            return A.Unary(UNARY_CALLS[fn], args[0], pos)
         if fn == "cond":
             return A.Ternary(args[0], args[1], args[2], pos)
         if fn in ("ident", "reverse_grad"):
@@ -343,6 +355,14 @@ class _Expander:
         if fn in ("builtin_softmax", "builtin_logsoftmax"):
             return self._softmax(e, log=fn == "builtin_logsoftmax")
         return self._shape(e)
+
+    def _special_args(self, e: A.Call, args: list[A.Expr]) -> list[A.Expr]:
+        """``reshape``/``gather``/``scatter`` take tensor names: an expanded builtin among
+        their tensor arguments is computed into a temporary first."""
+        count = 1 if e.fn == "reshape" else len(args)
+        return [self._hoist(new, "Arg", e.pos)
+                if k < count and new is not old and not isinstance(new, A.Name) else new
+                for k, (old, new) in enumerate(zip(e.args, args))]
 
     def _reusable(self, arg: A.Expr, pos: A.Pos) -> A.Expr:
         """``arg`` itself when small, else a temporary holding it (for arguments used twice)."""
