@@ -4,7 +4,8 @@ What it does: in every selected block, an allocation with one element (every siz
 only the block's own statement list uses -- through stores with ``assign`` aggregation and
 loads, no child block viewing it and no special touching it -- is removed. Each load takes
 the scalar of the latest store before it: the load's result is renamed to that scalar, or,
-when the two dtypes differ, the load becomes ``$x = cast:<ref dtype>($stored)`` (the
+when the two dtypes differ, or the allocation is of a 16-bit float type (whose store rounds
+a float32 value: docs/dtypes.md), the load becomes ``$x = cast:<ref dtype>($stored)`` (the
 conversion a store performs). The stores are removed.
 
 Preconditions: valid IR. An allocation with a load before any store (reading an undefined
@@ -97,7 +98,7 @@ def _scalarize_ref(block: Block, r: Refinement) -> Block | None:
         if isinstance(s, Load) and s.from_ == r.into:
             if current is None:
                 return None
-            if dtypes.get(current) is r.dtype:
+            if dtypes.get(current) is r.dtype and not r.dtype.is_half:
                 renames[s.into] = current
                 continue
             s = Intrinsic("cast", (current,), (s.into,), r.dtype, s.tags)

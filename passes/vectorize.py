@@ -33,7 +33,9 @@ Why it is legal: each form runs the same points. Every element still combines it
 in loop order, except that lanes and sets of lanes regroup a sum as a tiling of the
 reduction regroups it (``max`` and ``min`` stay exact, NaN included, and so do integer
 sums and products, which wrap: docs/semantics.md); the split runs the iterations in
-the order the one loop did.
+the order the one loop did. A view of a 16-bit float type (``float16``, ``bfloat16``) gets
+neither lanes nor a row accumulator: each store into it rounds to 16 bits
+(docs/dtypes.md), which a partial result kept in float32 would skip.
 
 Preconditions: valid IR, ``order_loops`` already run (it fixes the innermost loop). A
 block tagged ``stencil`` is not split: the back end writes it as a micro-kernel when it
@@ -144,7 +146,8 @@ def lane_reduction(b: Block, loops: list[Index], guards: Guards) -> Refinement |
             return False
         w = b.ref(into)
         return not (w.is_alloc or w.dir is not RefDir.OUT or w.agg_op not in LANE_AGGS
-                    or w.dtype is DType.BOOL or any(ix.name in a.vars() for a in w.access)
+                    or w.dtype is DType.BOOL or w.dtype.is_half
+                    or any(ix.name in a.vars() for a in w.access)
                     or any(isinstance(s, Load) and s.from_ == into for s in b.stmts))
 
     # the first store that reduces along the loop runs in lanes; the other stores (the
@@ -198,7 +201,7 @@ def row_accumulator(b: Block, loops: list[Index], bounds: dict[str, Bounds],
         return None
     w = b.ref(stores[0].into)
     if (w.is_alloc or w.dir is not RefDir.OUT or w.agg_op not in LANE_AGGS
-            or w.dtype is DType.BOOL
+            or w.dtype is DType.BOOL or w.dtype.is_half
             or not any(c.name in a.vars() for a in w.access)
             or any(isinstance(s, Load) and s.from_ == w.into for s in b.stmts)):
         return None

@@ -291,6 +291,7 @@ def b8(*v: int) -> np.ndarray:
 FA = f32(-2.5, -1.0, -0.5, 0.0, 0.75, 3.0)
 FB = f32(1.5, -2.0, 0.25, 2.0, -0.5, 4.0)
 POS = f32(0.25, 1.0, 2.0, 9.0, 0.5, 3.0)
+UNIT = f32(-1.0, -0.5, 0.0, 0.25, 0.5, 1.0)
 
 # (name, result dtype, inputs, expected): the expected values follow C, computed by hand or
 # by numpy in float32 where C and numpy agree.
@@ -305,6 +306,18 @@ INTRINSIC_CASES: list[tuple[str, DType, tuple[np.ndarray, ...], np.ndarray]] = [
     ("tanh", F32, (FA,), np.tanh(FA)),
     ("sin", F32, (FA,), np.sin(FA)),
     ("cos", F32, (FA,), np.cos(FA)),
+    ("tan", F32, (FA,), np.tan(FA)),
+    ("asin", F32, (UNIT,), np.arcsin(UNIT)),
+    ("acos", F32, (UNIT,), np.arccos(UNIT)),
+    ("atan", F32, (FA,), np.arctan(FA)),
+    ("sinh", F32, (FA,), np.sinh(FA)),
+    ("cosh", F32, (FA,), np.cosh(FA)),
+    ("asinh", F32, (FA,), np.arcsinh(FA)),
+    ("acosh", F32, (POS + 1,), np.arccosh(POS + 1)),
+    ("atanh", F32, (UNIT / 2,), np.arctanh(UNIT / 2)),
+    # C's round: halfway cases away from zero (numpy's round goes to even)
+    ("round", F32, (f32(-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, -0.4),),
+     f32(-3, -2, -1, 1, 2, 3, 0, -0.0)),
     ("floor", F32, (FA,), f32(-3, -1, -1, 0, 0, 3)),
     ("ceil", F32, (FA,), f32(-2, -1, -0.0, 0, 1, 3)),
     ("add", F32, (FA, FB), FA + FB),
@@ -339,6 +352,7 @@ INTRINSIC_CASES: list[tuple[str, DType, tuple[np.ndarray, ...], np.ndarray]] = [
     ("tanh", I32, (i32(0, 5),), i32(0, 0)),
     ("sin", I32, (i32(0, 2),), i32(0, 0)),
     ("cos", I32, (i32(0, 1),), i32(1, 0)),
+    ("round", I32, (i32(-3, 4),), i32(-3, 4)),
     ("bit_and", I32, (i32(12, -1), i32(10, 7)), i32(8, 7)),
     ("bit_or", I32, (i32(12, -1), i32(10, 7)), i32(14, -1)),
     ("bit_xor", I32, (i32(12, -1), i32(10, 7)), i32(6, -8)),

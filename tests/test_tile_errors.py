@@ -23,9 +23,9 @@ CASES = [
      "dimension M is 4 in A (line 1) but 3 in B", 1, 22),
     ("function (A[N, 5]) -> (C) { C = A; }", {"A": M34}, ShapeError,
      "A is declared with size 5 here but the given array has size 4", 1, 16),
-    ("function (A[N, M]) -> (C) { C = A; }", {"A": ((3, 4), "float16")}, TypeError_,
-     "input A: unknown dtype 'float16'; valid: bool, float32, float64, int16, int32, int64, "
-     "int8, uint8", 1, 11),
+    ("function (A[N, M]) -> (C) { C = A; }", {"A": ((3, 4), "float8")}, TypeError_,
+     "input A: unknown dtype 'float8'; valid: bfloat16, bool, float16, float32, float64, "
+     "int16, int32, int64, int8, uint16, uint32, uint64, uint8", 1, 11),
     ("function (A[N, M]) -> (C) { C = A; }", {"A": "x"}, TileError,
      "input A: expected an array, a (shape, dtype) pair or an integer, got str", 1, 11),
     ("function (A[N, A]) -> (C) { C = A; }", {"A": M34}, TileError,
@@ -81,8 +81,10 @@ CASES = [
     # shapes and types of elementwise expressions
     ("function (A, B) -> (C) {\n  C = A +\n    B;\n}", {"A": M34, "B": ((4, 3), "float32")},
      ShapeError, "cannot broadcast shapes (3, 4) and (4, 3)", 2, 9),
-    ("function (A) -> (C) { C = A + 300; }", {"A": ((3,), "int8")}, TypeError_,
-     "literal 300 does not fit int8", 1, 31),
+    ("function (A) -> (C) { C = as_float(A, 8); }", {"A": ((3,), "int8")}, TypeError_,
+     "as_float supports widths 16, 32, 64, not 8", 1, 39),
+    ("function (A) -> (C) { C = as_bool(A, 8); }", {"A": ((3,), "int8")}, TypeError_,
+     "as_bool supports widths 1, not 8", 1, 38),
     ("function (A) -> (C) { C = A & 2; }", {"A": M34}, TypeError_,
      "'&' needs integer or bool operands, got float32 and float32", 1, 29),
     ("function (A) -> (C) { C = -(A > 0); }", {"A": M34}, TypeError_,

@@ -187,8 +187,9 @@ class _Checker:
                 raise TileError(f"unknown function '{fn}'", e.pos.line, e.pos.column)
             if fn in _FLOAT_FNS or fn in _SAME_FNS or fn in _NAMED_CASTS:
                 _arity(e, 1)
-            if fn == "as_bool" and len(e.args) != 1:  # as_bool(x) or as_bool(x, 1)
-                _arity(e, 2)
+            if fn == "as_bool":  # as_bool(x) or as_bool(x, 1)
+                if len(e.args) != 1:
+                    _arity(e, 2)
             elif fn in _BINARY_FNS or fn in _SIZED_CASTS or fn == "index":
                 _arity(e, 2)
             if fn == "index":
