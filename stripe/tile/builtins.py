@@ -17,7 +17,8 @@ parser's operator names). See ``docs/tile_builtins.md`` for the table of every f
 * ``assert_<name>(c)``: checked here when ``c`` depends only on integers and input dimension
   names, then dropped (PlaidML drops unused statements before binding).
 * Refused with a located ``TileError`` naming the function: ``prng_*``, ``tuple``,
-  ``element``, ``broadcast``, ``match``, ``quantize`` (see the doc for why).
+  ``element``, ``quantize`` (see the doc for why). ``broadcast`` and ``match`` (bind-time
+  size functions) are left to the lowering.
 
 Every generated node carries the position of the call it comes from, so later errors point
 at the call. The rewrite is one post-order pass over each expression (iterative, any depth):
@@ -48,10 +49,6 @@ _REFUSED = {
                  "supported: a program here is a deterministic function of its inputs; pass "
                  "random values as an input",
     "tuple": "tuple values (tuple, element) are not supported: name each tensor instead",
-    "broadcast": "broadcast() computes sizes of symbolic shapes at bind time in PlaidML's "
-                 "Python front end; sizes here are concrete (use dimension names)",
-    "match": "match() checks sizes of symbolic shapes at bind time in PlaidML's Python front "
-             "end; sizes here are concrete (use dimension names)",
     "quantize": "quantize is not supported: convert with as_int(x, 8) after scaling",
 }
 _REFUSED["prng_state"] = _REFUSED["prng_value"] = _REFUSED["prng_step"]
