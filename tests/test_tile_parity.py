@@ -76,8 +76,8 @@ CASES = [
             O[x : (X + S - 1) / S] = +(I[S * x + k - Pad] * F[k]);
         }""", {"I": I7, "F": F3}, lambda x, F: {"O": _strided_same_conv(x, F, 2)}),
     Case("constant_in_elementwise", """
-        function (I[N]) -> (O) { C = N * 2 - 1; O = I + C; }""", {"I": I8},
-         lambda x: {"O": (x.astype(np.int64) + 7).astype(np.int8)}),
+        function (I[N]) -> (O) { C = N * 2 - 1; O = I + C; }""", {"I": I8.astype(np.int32)},
+         lambda x: {"O": x + 7}),
     Case("constant_output", """
         function (I[N]) -> (O, C) { C = N + 1; O = I * C; }""", {"I": I5},
          lambda x: {"O": x * 6, "C": np.array(6, np.int32)}),
@@ -93,6 +93,20 @@ CASES = [
     Case("integer_input_index", """
         function (I[N], D[]) -> (O) { O[i : N - D] = =(I[i + D]); }""",
          {"I": I7, "D": np.array(2, np.int64)}, lambda x, D: {"O": x[int(D):]}),
+    Case("integer_input_reshape", "function (I, D0) -> (O) { O = reshape(I, D0, 3); }",
+         {"I": _RNG.standard_normal((2, 3, 2)).astype(np.float32), "D0": 4},
+         lambda x, D0: {"O": x.reshape(D0, 3)}),
+    Case("keras_repeat_elements", """
+        function (I[N0, N1]) -> (O) {
+            O[n0, 3*n1 + k : N0, 3*N1] = =(I[n0, n1]), k < 3 no_defract;
+        }""", {"I": _RNG.standard_normal((2, 3)).astype(np.float32)},
+         lambda x: {"O": np.repeat(x, 3, axis=1)}),
+    Case("keras_tile", """
+        function (I[S0, S1]) -> (O) {
+            O[t0 * S0 + i0, t1 * S1 + i1 : S0 * 2, S1 * 3] = =(I[i0, i1]),
+                t0 < 2, t1 < 3 no_defract;
+        }""", {"I": _RNG.standard_normal((2, 3)).astype(np.float32)},
+         lambda x: {"O": np.tile(x, (2, 3))}),
     Case("compare_outer", """
         function (A[N], B[M]) -> (O) { O[i, j : N, M] = =(A[i] == B[j]); }""",
          {"A": A4, "B": B6}, lambda A, B: {"O": np.equal.outer(A, B)}),
@@ -195,7 +209,12 @@ def test_integer_constant_is_not_a_buffer_unless_needed():
     prog = stripe.lower("function (I[N]) -> (O) { C = N * 2; O = I + C; }",
                         {"I": ((5,), "int8")})
     assert [r.into for r in prog.refs] == ["I", "O"]
-    assert prog.ref("O").dtype.long_name == "int8"  # an integer literal is weak
+    # typed as the integer literal it stands for, as a dimension name is
+    for dtype in ("int8", "uint16", "float32"):
+        const = stripe.lower("function (I[N]) -> (O) { C = N * 2; O = I + C; }",
+                             {"I": ((5,), dtype)})
+        literal = stripe.lower("function (I[N]) -> (O) { O = I + 10; }", {"I": ((5,), dtype)})
+        assert const.ref("O").dtype == literal.ref("O").dtype
     prog = stripe.lower("function (I[N]) -> (O) { C = 3; O[i : N] = +(I[i] * C[]); }",
                         {"I": ((5,), "float32")})
     assert [r.into for r in prog.refs] == ["I", "O", "C"]

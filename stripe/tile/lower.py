@@ -260,6 +260,13 @@ class _Lowering:
                             n.pos.column)
         raise TileError(f"unknown name {n.name}", n.pos.line, n.pos.column)
 
+    def _lookup_size(self, n: A.Name) -> TensorInfo | None:
+        """``_lookup`` where a size is expected: an integer input with a given value is its
+        value (None), not a tensor."""
+        if n.name in self.sizes.values:
+            return None
+        return self._lookup(n)
+
     def _tensor(self, name: str, pos: A.Pos) -> TensorInfo:
         if name in self.consts:
             return self._materialise(name)
@@ -470,6 +477,9 @@ class _Lowering:
         if isinstance(s.expr, A.Call) and (s.expr.fn in _BIND_FNS
                                            or s.expr.fn.startswith("assert_")):
             node: TNode | TSpecial = self._bind_time_call(s.expr)
+        elif isinstance(s.expr, A.Call) and s.expr.fn == "reshape":
+            # its sizes may name integer inputs whose value is given (PlaidML's Reshape)
+            node = check_statement(s.expr, self._lookup_size, self.sizes)  # type: ignore[arg-type]
         else:
             node = check_statement(s.expr, self._lookup, self.dims)
         if isinstance(node, TConst) and node.dtype.is_int:
