@@ -12,13 +12,12 @@ import stripe
 from stripe.errors import TileError
 from stripe.tile import ast as A
 from stripe.tile.builtins import BINARY_CALLS, UNARY_CALLS, expand
-from stripe.tile.lower import _Lowering
 from stripe.tile.parser import parse
 
 
 def lower(src: str, inputs: dict[str, object]) -> stripe.ir.Block:
-    """Parse, expand the builtins, lower (what ``stripe.lower`` does)."""
-    return _Lowering(expand(parse(src), inputs), inputs).run()
+    """``stripe.lower`` (which expands the builtins right after parsing)."""
+    return stripe.lower(src, inputs)
 
 
 def run(src: str, **arrays: np.ndarray) -> dict[str, np.ndarray]:
@@ -249,40 +248,20 @@ def test_simple_reduce_with_named_sizes_decided_at_binding(random_array) -> None
     assert got.tolist() == [[3.0, 5.0, 7.0]]
 
 
-# assertions -----------------------------------------------------------------------------------
+# bind-time functions are the lowering's ---------------------------------------------------
 
-def test_assertions_are_checked_when_they_can_be_then_dropped() -> None:
+def test_bind_time_functions_pass_through() -> None:
     src = """function (I[N, G], K[C]) -> (O) {
-        Assert = assert_group_count(G == {g});
-        O = I + 1;
+        Assert = assert_group_count(G == 3);
+        B = broadcast(N, C);
+        O = sigmoid(I) + B;
     }"""
+    fn = expand(parse(src))
+    assert fn.stmts[0] == parse(src).stmts[0] and fn.stmts[1] == parse(src).stmts[1]
     x = np.zeros((2, 3), np.float32)
-    k = np.zeros(4, np.float32)
-    prog = lower(src.replace("{g}", "3"), {"I": x, "K": k})
-    assert len(prog.stmts[0].stmts) == 1  # type: ignore[union-attr]
-    with pytest.raises(TileError, match=r"assert_group_count failed: G == 4") as e:
-        lower(src.replace("{g}", "4"), {"I": x, "K": k})
-    assert (e.value.line, e.value.column) == (2, 18)
-    # a condition over names known only later (no inputs given) is dropped, as PlaidML does
-    fn = expand(parse(src.replace("{g}", "Q")))
-    assert [s.name for s in fn.stmts] == ["O"]  # type: ignore[union-attr]
-
-
-def test_assertion_over_a_constant_statement() -> None:
-    src = """function (I[N, G]) -> (O) {
-        P = G * 2;
-        Assert = assert_winograd_valid(P - 1 == 5);
-        O = I;
-    }"""
-    lower(src, {"I": np.zeros((1, 3), np.float32)})
-    with pytest.raises(TileError, match="assert_winograd_valid failed"):
-        lower(src, {"I": np.zeros((1, 4), np.float32)})
-
-
-def test_an_assertion_cannot_be_used() -> None:
-    src = "function (I[N]) -> (O, A) { A = assert_x(N == 1); O = I; }"
-    with pytest.raises(TileError, match="assert_x: the tensor A of an assertion cannot be"):
-        expand(parse(src))
+    got = stripe.interpret(stripe.lower(src, {"I": x, "K": np.zeros(1, np.float32)}),
+                           {"I": x, "K": np.zeros(1, np.float32)})
+    np.testing.assert_allclose(got["O"], 0.5 + 2)
 
 
 # errors ---------------------------------------------------------------------------------------
@@ -299,7 +278,6 @@ def test_an_assertion_cannot_be_used() -> None:
     ("1 + prng_step(I, 3)", "prng_step: PlaidML's random number generator"),
     ("prng_value(I)", "prng_value: PlaidML's random number generator"),
     ("element(I, 0)", "element: tuple values"),
-    ("2 * assert_x(N == 1)", "assert_x must be the whole right-hand side"),
     ("builtin_softmax(I, 1.5, N)", "argument 2 of builtin_softmax must be a size"),
     ("simple_reduce(I, I * 1.0)", "argument 2 of simple_reduce must be a size"),
     ("simple_reduce(I, 1, 1, 1)", "simple_reduce: 3 sizes for I of rank 2"),

@@ -14,8 +14,6 @@ parser's operator names). See ``docs/tile_builtins.md`` for the table of every f
   writing temporaries with fresh names (``Softmax_M_1``, ...) that no name of the function
   uses; the call becomes the final expression. When the call is the whole right-hand side,
   the last generated statement writes the statement's own tensor.
-* ``assert_<name>(c)``: checked here when ``c`` depends only on integers and input dimension
-  names, then dropped (PlaidML drops unused statements before binding).
 * Refused with a located ``TileError`` naming the function: ``prng_*``, ``tuple``,
   ``element``, ``quantize`` (see the doc for why). ``broadcast`` and ``match`` (bind-time
   size functions) are left to the lowering.
@@ -28,7 +26,7 @@ builtin occurs. Unknown functions are left alone (the type checker reports them)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Union
 
@@ -63,7 +61,7 @@ _ARITY = {
     "shape": 1,
 }
 BUILTINS = frozenset((*_ARITY, "simple_reduce", *_REFUSED))
-"""The function names ``expand`` rewrites or refuses (besides ``assert_<name>``)."""
+"""The function names ``expand`` rewrites or refuses."""
 
 # an argument used more than once is copied when it has at most this many nodes, and
 # computed once into a temporary otherwise (so that nested builtins stay linear)
@@ -75,7 +73,7 @@ Stmt = Union[A.Contraction, A.Assign]
 
 def is_builtin(fn: str) -> bool:
     """True when ``fn`` is a function name ``expand`` rewrites or refuses."""
-    return fn in BUILTINS or fn.startswith("assert_")
+    return fn in BUILTINS
 
 
 def expand(fn: A.Function, inputs: Mapping[str, object] | None = None) -> A.Function:
@@ -84,7 +82,7 @@ def expand(fn: A.Function, inputs: Mapping[str, object] | None = None) -> A.Func
     ``inputs`` (the mapping given to ``lower``) is read only for the rank of an input declared
     without dimensions whose ``shape()`` is taken; malformed entries are ignored (the binder
     reports them). Raises ``TileError`` at the call for a wrong number of arguments, a
-    refused function, an argument of the wrong kind, or a failed ``assert_*``."""
+    refused function, or an argument of the wrong kind."""
     if not any(_has_builtin(s) for s in fn.stmts):
         return fn
     return _Expander(fn, inputs).run()
@@ -237,9 +235,6 @@ class _Expander:
                 self.ranks[p.name] = len(p.dims)
                 self.sizes[p.name] = p.dims
                 self.dims.update(d.name for d in p.dims if isinstance(d, A.PolyName))
-        self.uses: dict[str, int] | None = None
-        self.known: dict[str, int] | None = None
-        self.known_upto = 0
 
     # driver -----------------------------------------------------------------------------------
     def run(self) -> A.Function:
@@ -266,9 +261,6 @@ class _Expander:
 
     def _assign(self, stmt: A.Assign) -> None:
         root = stmt.expr
-        if isinstance(root, A.Call) and root.fn.startswith("assert_"):
-            self._assert(stmt, root)
-            return
         start = len(self.out)
         expr = self._rewrite(root)
         last = self.out[-1] if len(self.out) > start else None
@@ -310,9 +302,6 @@ class _Expander:
         fn, args, pos = e.fn, e.args, e.pos
         if fn in _REFUSED:
             raise TileError(f"{fn}: {_REFUSED[fn]}", pos.line, pos.column)
-        if fn.startswith("assert_"):
-            raise TileError(f"{fn} must be the whole right-hand side of its own statement "
-                            f"(Assert = {fn}(condition);)", pos.line, pos.column)
         if fn == "simple_reduce":
             if not args:
                 raise TileError("simple_reduce takes a tensor and the sizes to reduce it to",
@@ -495,60 +484,6 @@ class _Expander:
                                 A.TensorRef(x.name, tuple(src), pos), pos, tuple(constraints)))
         return A.Name(name, pos)
 
-    # assert_* ---------------------------------------------------------------------------------
-    def _assert(self, stmt: A.Assign, e: A.Call) -> None:
-        pos = e.pos
-        if len(e.args) != 1:
-            raise TileError(f"{e.fn} takes 1 argument, got {len(e.args)}", pos.line, pos.column)
-        if self._used_elsewhere(stmt.name):
-            raise TileError(f"{e.fn}: the tensor {stmt.name} of an assertion cannot be used or "
-                            "returned", stmt.pos.line, stmt.pos.column)
-        value = _evaluate(e.args[0], self._known())
-        if value is not None and not value:
-            raise TileError(f"{e.fn} failed: {_text(e.args[0])} is false for these inputs",
-                            pos.line, pos.column)
-
-    def _used_elsewhere(self, name: str) -> bool:
-        if self.uses is None:
-            self.uses = {}
-            for n in _all_names(self.fn):
-                self.uses[n] = self.uses.get(n, 0) + 1
-        return self.uses.get(name, 0) > 1  # its own assignment counts once
-
-    def _known(self) -> dict[str, int]:
-        """Input dimension names and integer constant statements with their values."""
-        if self.known is None:
-            self.known = self._input_dims()
-        for stmt in self.out[self.known_upto:]:  # the statements before the assertion
-            if isinstance(stmt, A.Assign) and stmt.name not in self.known:
-                value = _evaluate(stmt.expr, self.known)
-                if value is not None:
-                    self.known[stmt.name] = value
-        self.known_upto = len(self.out)
-        return self.known
-
-    def _input_dims(self) -> dict[str, int]:
-        dims: dict[str, int] = {}
-        if not isinstance(self.inputs, Mapping):
-            return dims
-        for p in self.fn.params:
-            if p.dims is None or p.name not in self.inputs:
-                continue
-            value = self.inputs[p.name]
-            try:
-                shape = getattr(value, "shape", None)
-                if shape is None and isinstance(value, (tuple, list)) and len(value) == 2:
-                    shape = value[0]
-                sizes = tuple(int(s) for s in shape)  # type: ignore[union-attr]
-            except Exception:  # noqa: BLE001 - the binder reports malformed inputs
-                continue
-            if len(sizes) != len(p.dims):
-                continue
-            for d, size in zip(p.dims, sizes):
-                if isinstance(d, A.PolyName):
-                    dims.setdefault(d.name, size)
-        return dims
-
     # names, ranks, sizes ----------------------------------------------------------------------
     def _fresh(self, base: str) -> str:
         if self.taken is None:
@@ -714,56 +649,6 @@ def _poly_expr(root: A.Poly) -> A.Expr:
                 done.append(A.Binary(node.op, a, b, node.pos))
             else:
                 stack += [(node, True), (node.b, False), (node.a, False)]
-    return done[0]
-
-
-def _evaluate(root: A.Expr, dims: Mapping[str, int]) -> int | None:
-    """An integer expression over literals and ``dims`` (C semantics), None otherwise."""
-    ops: dict[str, Callable[[int, int], int]] = {
-        "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-        "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
-        "<": lambda a, b: int(a < b), ">": lambda a, b: int(a > b),
-        "<=": lambda a, b: int(a <= b), ">=": lambda a, b: int(a >= b),
-        "&&": lambda a, b: int(bool(a) and bool(b)), "||": lambda a, b: int(bool(a) or bool(b)),
-    }
-    stack: list[tuple[A.Expr, bool]] = [(root, False)]
-    done: list[int] = []
-    while stack:
-        node, visited = stack.pop()
-        if isinstance(node, A.Num):
-            if not isinstance(node.value, int):
-                return None
-            done.append(int(node.value))
-        elif isinstance(node, A.Name):
-            if node.name not in dims:
-                return None
-            done.append(dims[node.name])
-        elif isinstance(node, A.Unary) and node.op in ("-", "!"):
-            if visited:
-                x = done.pop()
-                done.append(-x if node.op == "-" else int(not x))
-            else:
-                stack += [(node, True), (node.x, False)]
-        elif isinstance(node, A.Call) and node.fn in ("max", "min") and len(node.args) == 2:
-            if visited:
-                b, a = done.pop(), done.pop()
-                done.append(max(a, b) if node.fn == "max" else min(a, b))
-            else:
-                stack += [(node, True), (node.args[1], False), (node.args[0], False)]
-        elif isinstance(node, A.Binary) and (node.op in ops or node.op in ("/", "%")):
-            if visited:
-                b, a = done.pop(), done.pop()
-                if node.op in ("/", "%"):
-                    if b == 0:
-                        return None
-                    q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
-                    done.append(q if node.op == "/" else a - q * b)
-                else:
-                    done.append(ops[node.op](a, b))
-            else:
-                stack += [(node, True), (node.b, False), (node.a, False)]
-        else:
-            return None
     return done[0]
 
 
