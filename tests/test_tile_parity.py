@@ -16,7 +16,7 @@ from stripe import pipeline_cache
 from stripe.arrays import ArgumentError
 from stripe.codegen.build import missing_cpu_features
 from stripe.config import load_config
-from stripe.errors import ShapeError, TileError
+from stripe.errors import ShapeError, StripeError, TileError
 from stripe.ir import Block
 from stripe.tile.lower import lower_specialised
 
@@ -336,3 +336,21 @@ def test_bind_time_functions():
     with pytest.raises(TileError, match="must be integer constant expressions"):
         stripe.lower("function (I[N]) -> (O) { A = assert_ok(I); O = I; }",
                      {"I": ((4,), "float32")})
+
+
+@pytest.mark.parametrize("source, message, column", [
+    ("function (#A) -> (B) { B = #A; }", "unexpected character '#' (PlaidML's #name "
+     "identifiers are not supported", 11),
+    ("function (A) -> (B) { B[$i : 2] = =(A[$i]); }", "unexpected character '$' (PlaidML's "
+     "$name identifiers are not supported", 25),
+    ("function (A) -> (B') { B' = A; }", "unexpected character \"'\" (names ending in ' are "
+     "not supported)", 19),
+    ("polynomial 2 * i + 1;", "PlaidML's 'polynomial' entry point is not supported", 1),
+    ("function (A[N]) -> (B) { B[i : N] = +(A[(i + j) / 2]), j < 2; }",
+     "index expression is not affine: division of an index", 49),
+])
+def test_refused_plaidml_constructs_are_located(source: str, message: str, column: int):
+    with pytest.raises(StripeError) as e:
+        stripe.lower(source, {"A": ((4,), "float32")})
+    assert e.value.bare_message.startswith(message)
+    assert (e.value.line, e.value.column) == (1, column)

@@ -36,6 +36,7 @@ _REGEX_TERMINALS = {
 _HINT_LIMIT = 3  # list what was expected only when it is this short
 _CLOSERS = ("')'", "']'", "'}'")  # named even in a long list of alternatives
 _COMPARISONS = ("<", ">", "<=", ">=", "==", "!=")
+_ENTRY_POINTS = ("polynomial", "expression", "contraction")  # PlaidML's, refused
 
 
 @lru_cache(maxsize=1)
@@ -310,8 +311,13 @@ def _previous_token(source: str, before: int) -> Token | None:
 def _syntax_error(source: str, e: lark.exceptions.UnexpectedInput) -> TileSyntaxError:
     if isinstance(e, lark.exceptions.UnexpectedCharacters):
         ch = source[e.pos_in_stream] if e.pos_in_stream < len(source) else ""
-        return TileSyntaxError(f"unexpected character {ch!r}", e.line, e.column,
-                               _source_line(source, e.line))
+        message = f"unexpected character {ch!r}"
+        if ch in "#$" and re.match(r"[A-Za-z]", source[e.pos_in_stream + 1:][:1]):
+            message += (f" (PlaidML's {ch}name identifiers are not supported: write the name "
+                        "without it, upper case for a tensor or size, lower case for an index)")
+        elif ch == "'":
+            message += " (names ending in ' are not supported)"
+        return TileSyntaxError(message, e.line, e.column, _source_line(source, e.line))
     if isinstance(e, lark.exceptions.UnexpectedToken):
         return _unexpected_token(source, e)
     # UnexpectedEOF (not raised by LALR, kept for safety)
@@ -341,6 +347,10 @@ def _unexpected_token(source: str, e: lark.exceptions.UnexpectedToken) -> TileSy
     else:
         line, column = tok.line, tok.column
 
+    if prev is None and str(tok) in _ENTRY_POINTS:
+        return TileSyntaxError(f"PlaidML's '{tok}' entry point is not supported: write a "
+                               "whole function, 'function (...) -> (...) { ... }'",
+                               line, column, _source_line(source, line))
     if "SEMICOLON" in expected and str(tok) in _COMPARISONS and tok.type != "$END":
         return TileSyntaxError("comparisons cannot be chained; use parentheses",
                                line, column, _source_line(source, line))
