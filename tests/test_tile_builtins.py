@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import time
 
+import fuzzing
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import stripe
 from stripe.errors import TileError
@@ -359,6 +362,44 @@ def test_nested_builtins_stay_linear_in_size() -> None:
         return sum(len(s.text) for s in fn.stmts)
 
     assert size(40) < 5 * size(10)
+
+
+# call forms and operators lower to the same program ------------------------------------------
+
+def _expressions() -> st.SearchStrategy[tuple[str, str]]:
+    """Pairs (operator form, call form) of a random numeric expression over A, B, C."""
+    leaf = st.sampled_from(["A", "B", "C", "2", "0.5"]).map(lambda x: (x, x))
+
+    def extend(sub: st.SearchStrategy[tuple[str, str]]) -> st.SearchStrategy[tuple[str, str]]:
+        arith = st.tuples(st.sampled_from(["add", "sub", "mul", "div"]), sub, sub).map(
+            lambda t: (f"({t[1][0]} {BINARY_CALLS[t[0]]} {t[2][0]})",
+                       f"{t[0]}({t[1][1]}, {t[2][1]})"))
+        neg = sub.map(lambda x: (f"(-{x[0]})", f"neg({x[1]})"))
+        compare = st.tuples(st.sampled_from([k for k in BINARY_CALLS if k.startswith("cmp_")]),
+                            sub, sub, sub, sub).map(
+            lambda t: (f"(({t[1][0]} {BINARY_CALLS[t[0]]} {t[2][0]}) ? {t[3][0]} : {t[4][0]})",
+                       f"cond({t[0]}({t[1][1]}, {t[2][1]}), {t[3][1]}, {t[4][1]})"))
+        ident = sub.map(lambda x: (x[0], f"ident({x[1]})"))
+        return st.one_of(arith, neg, compare, ident)
+
+    return st.recursive(leaf, extend, max_leaves=12)
+
+
+def _program_text(src: str, inputs: dict[str, object]) -> str:
+    try:
+        text = stripe.print_ir(stripe.lower(src, inputs))
+    except TileError as e:
+        return f"error: {e.bare_message}"
+    return "\n".join(line for line in text.splitlines() if "//" not in line)
+
+
+@fuzzing.fuzz_settings(60)
+@given(_expressions())
+def test_call_forms_lower_like_the_operators(pair: tuple[str, str]) -> None:
+    inputs = {"A": ((3, 4), "float32"), "B": ((4,), "float64"), "C": ((3, 1), "int32")}
+    head = "function (A[N, M], B[M], C[N, 1]) -> (O) { O = "
+    assert _program_text(f"{head}{pair[1]}; }}", inputs) == \
+        _program_text(f"{head}{pair[0]}; }}", inputs)
 
 
 # compiled --------------------------------------------------------------------------------------

@@ -139,6 +139,8 @@ def _small(node: A.Expr) -> bool:
 
 def _input_rank(value: object) -> int | None:
     """The rank of an ``inputs`` entry (array or ``(shape, dtype)``), None if unclear."""
+    if isinstance(value, (int, float)):  # a rank-0 input given as a Python number
+        return 0
     try:
         shape = getattr(value, "shape", None)
         if shape is None and isinstance(value, (tuple, list)) and len(value) == 2:
