@@ -402,6 +402,97 @@ def test_call_forms_lower_like_the_operators(pair: tuple[str, str]) -> None:
         _program_text(f"{head}{pair[0]}; }}", inputs)
 
 
+# programs PlaidML 0.7's tile.compose writes for a whole graph ---------------------------------
+
+# op.softmax(op.relu(x) + op.sigmoid(x) * 2), op.binary_crossentropy(t, op.sigmoid(x), 1e-7),
+# tile.shape_of(x), with x and t of shape (3, 5)
+COMPOSED_1 = """function (
+  XX[X_X_0, X_X_1],
+  XT[X_T_0, X_T_1]
+) -> (
+  XY,
+  XZ,
+  XS
+) {
+  [[pid(Relu)]] X_T0 = relu(XX);
+  X_T1 = 2;
+  [[pid(Sigmoid)]] X_T2 = sigmoid(XX);
+  [[pid(Mul)]] X_T3 = mul(X_T2, X_T1);
+  [[pid(Add)]] X_T4 = add(X_T0, X_T3);
+  [[pid(Softmax)]] X_T5 = builtin_softmax(X_T4, X_X_0, X_X_1);
+  XY = ident(X_T5);
+  X_T6 = 0.9999999;
+  X_T7 = 1e-7;
+  X_T8 = cmp_lt(X_T7, X_T2);
+  [[pid(ClipMin)]] X_T9 = cond(X_T8, X_T2, X_T7);
+  X_T10 = cmp_lt(X_T9, X_T6);
+  [[pid(ClipMax)]] X_T11 = cond(X_T10, X_T9, X_T6);
+  X_T12 = mul(X_T_0, X_T_1);
+  [[pid(BinaryCrossentropy)]] X_T13 = builtin_binary_crossentropy(X_T11, XT, X_T12);
+  XZ = ident(X_T13);
+  [[pid(ShapeOf)]] X_T14 = shape(XX);
+  XS = ident(X_T14);
+}
+"""
+
+# op.log_softmax(x, axis=2), op.relu(x, alpha=0.1, max_value=2.0), Keras' reverse_gradient(x,
+# 0.5), op.softmax(x, axis=1), with x of shape (2, 3, 4)
+COMPOSED_2 = """function (
+  XX[X_X_0, X_X_1, X_X_2]
+) -> (
+  XY,
+  XZ,
+  XW,
+  XV
+) {
+  X_T0 = 4;
+  X_T1 = 3;
+  X_T2 = 2;
+  X_T3 = 6;
+  [[pid(Reshape)]] X_T4 = reshape(XX, X_T3, X_T0);
+  [[pid(LogSoftmax)]] X_T5 = builtin_logsoftmax(X_T4, X_T3, X_T0);
+  [[pid(Reshape)]] X_T6 = reshape(X_T5, X_T2, X_T1, X_T0);
+  XY = ident(X_T6);
+  X_T7 = 2.0;
+  X_T8 = 0.0;
+  X_T9 = cmp_lt(XX, X_T8);
+  X_T10 = 0.1;
+  X_T11 = mul(X_T10, XX);
+  [[pid(Relu)]] X_T12 = cond(X_T9, X_T11, XX);
+  X_T13 = cmp_lt(X_T12, X_T7);
+  [[pid(Relu)]] X_T14 = cond(X_T13, X_T12, X_T7);
+  XZ = ident(X_T14);
+  X_T15 = 0.5;
+  [[pid(ReverseGradient)]] X_T16 = reverse_grad(XX, X_T15);
+  XW = ident(X_T16);
+  X_T17 = 12;
+  [[pid(Reshape)]] X_T18 = reshape(XX, X_T2, X_T17);
+  [[pid(Softmax)]] X_T19 = builtin_softmax(X_T18, X_T2, X_T17);
+  [[pid(Reshape)]] X_T20 = reshape(X_T19, X_T2, X_T1, X_T0);
+  XV = ident(X_T20);
+}
+"""
+
+
+def test_composed_programs_of_plaidmls_front_end(random_array) -> None:
+    x = random_array((3, 5), "float32")
+    t = random_array((3, 5), "float32", lo=0.0, hi=1.0)
+    out = run(COMPOSED_1, XX=x, XT=t)
+    s = sigmoid(x.astype(np.float64))
+    np.testing.assert_allclose(out["XY"], softmax(np.maximum(x, 0) + 2 * s), rtol=1e-5)
+    c = np.clip(s, 1e-7, 0.9999999)
+    np.testing.assert_allclose(out["XZ"], -t * np.log(c) - (1 - t) * np.log(1 - c), rtol=1e-5)
+    assert out["XS"].tolist() == [3, 5] and out["XS"].dtype == np.int32
+
+    x = random_array((2, 3, 4), "float32")
+    out = run(COMPOSED_2, XX=x)
+    want = np.log(softmax(x.reshape(6, 4))).reshape(2, 3, 4)
+    np.testing.assert_allclose(out["XY"], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out["XZ"], np.minimum(np.where(x < 0, 0.1 * x, x), 2.0))
+    np.testing.assert_array_equal(out["XW"], x)
+    np.testing.assert_allclose(out["XV"], softmax(x.reshape(2, 12)).reshape(2, 3, 4), rtol=1e-5)
+
+
 # compiled --------------------------------------------------------------------------------------
 
 COMPILED = """function (I[X, Y], T[X, Y], C[Y]) -> (S, L, B, E, H) {
