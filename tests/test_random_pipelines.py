@@ -1,10 +1,11 @@
 """Random pass pipelines on random programs: every pass keeps the meaning in any order.
 
 A user config may run the pool's passes in any order with any options. This draws a program
-(the random contractions of ``test_random_programs``, a matmul, convolution, depthwise
-convolution or pooling at odd sizes in float32, float64 or int32, or any op of the shared
-catalogue) and a pipeline drawn from every pass in the pool (some of
-the passes in a config's usual order, neighbours swapped, others inserted anywhere) with
+(the random contractions of ``test_random_programs`` and its programs of PlaidML's constructs
+over every dtype, a matmul, convolution, depthwise convolution or pooling at odd sizes in
+float32, float64 or int32, or any op of the shared catalogue) and a pipeline drawn from every
+pass in the pool (some of the passes in a config's usual order, neighbours swapped, others
+inserted anywhere) with
 drawn options, then runs it through the pass manager with the verifier and
 the reference interpreter after every pass (``check=True``: the same outputs as before the
 pass). The interpreter starts new memory at NaN, so a pass that drops or misplaces an
@@ -25,7 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from ops_catalog import OPS, random_array
 from stencil_text import stencil_from
-from test_random_programs import Program, programs
+from test_random_programs import Program, parity_array, parity_programs, programs
 
 import stripe
 from stripe.compiler import compile_program
@@ -82,9 +83,11 @@ _TOLERANCE = {op.source: max(op.rtol, op.atol, 1e-4) for op in OPS}
 
 @st.composite
 def workloads(draw) -> Program:  # type: ignore[no-untyped-def]
-    kind = draw(st.sampled_from(["random", "template", "catalogue"]))
+    kind = draw(st.sampled_from(["random", "template", "catalogue", "parity"]))
     if kind == "random":
         return draw(programs())
+    if kind == "parity":  # PlaidML's constructs and every dtype
+        return draw(parity_programs())
     if kind == "catalogue":  # every op of the shared catalogue: softmax, pooling, gathers...
         op = draw(st.sampled_from(OPS))
         return Program(op.source, dict(op.inputs))
@@ -183,7 +186,8 @@ def test_random_pipeline_keeps_the_meaning(prog: Program, passes: tuple[PassEntr
                                            chains: tuple[int, int]) -> None:
     rng = np.random.default_rng(seed)
     ranges = _RANGES.get(prog.source, {})
-    arrays = {n: random_array(rng, s, t, *ranges.get(n, (None, None)))
+    arrays = {n: parity_array(rng, s, t) if prog.parity
+              else random_array(rng, s, t, *ranges.get(n, (None, None)))
               for n, (s, t) in prog.inputs.items()}
     program = stripe.lower(prog.source, arrays)
     config = Config("random", Target("random"), passes=passes)
@@ -195,7 +199,7 @@ def test_random_pipeline_keeps_the_meaning(prog: Program, passes: tuple[PassEntr
                          kernel_chains=chains[1], lane_chains=chains[0])
         compiled = compile_program(final, trace, vector=vector)
         compiled.fill_byte = 0xFF
-        tol = _TOLERANCE.get(prog.source, 1e-4)
+        tol = _TOLERANCE.get(prog.source, prog.tol)
         # a race shows only in some calls (gcc once invented stores in a threaded loop:
         # docs/codegen.md#flags), so threaded programs run several times
         for _ in range(_THREADED_CALLS if "#pragma omp" in compiled.c_source else 1):
