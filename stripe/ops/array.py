@@ -197,9 +197,22 @@ def _constraints(cons: Sequence[str]) -> str:
 
 # reductions ----------------------------------------------------------------------------
 
+def _fill(value: int | float | bool, sizes: Sequence[int], dtype: str, name: str) -> Tensor:
+    """A tensor of ``sizes`` holding ``value``: ``O[i0, i1 : S0, S1] = =(C[]), i0 < S0,
+    i1 < S1`` with ``C`` the constant."""
+    idx = _idx(len(sizes))
+    cons = [f"{i} < {n}" for i, n in zip(idx, sizes)]
+    return emit(f"{_out(idx, sizes)} = =({{0}}[]){_constraints(cons)}",
+                [constant(value, dtype)], sizes, dtype, name=name)
+
+
+_IDENTITY = {"+": 0, "*": 1, ">": False, "<": True}
+
+
 def _reduce(x: Tensor, axes: list[int], keepdims: bool, agg: str, dtype: str,
             name: str) -> Tensor:
-    """``O[kept : sizes] = agg(X[all])`` over ``axes`` (already checked)."""
+    """``O[kept : sizes] = agg(X[all])`` over ``axes`` (already checked); the identity of
+    ``agg`` where the reduced axes are empty."""
     idx = _idx(x.ndim)
     out_idx: list[str] = []
     sizes: list[int] = []
@@ -211,6 +224,8 @@ def _reduce(x: Tensor, axes: list[int], keepdims: bool, agg: str, dtype: str,
         else:
             out_idx.append(idx[d])
             sizes.append(x.shape[d])
+    if builtins.any(x.shape[a] == 0 for a in axes) and _IDENTITY[agg]:
+        return _fill(_IDENTITY[agg], sizes, dtype, name)
     return emit(f"{_out(out_idx, sizes)} = {agg}({_ref(0, idx)})", [x], sizes, dtype,
                 name=name)
 
@@ -437,7 +452,7 @@ _CASTS = {
     "float64": "as_float({0}, 64)", "int8": "as_int({0}, 8)", "int16": "as_int({0}, 16)",
     "int32": "as_int({0}, 32)", "int64": "as_int({0}, 64)", "uint8": "as_uint({0}, 8)",
     "uint16": "as_uint({0}, 16)", "uint32": "as_uint({0}, 32)",
-    "uint64": "as_uint({0}, 64)", "bool": "as_bool({0})",
+    "uint64": "as_uint({0}, 64)", "bool": "bool({0})",
 }
 
 
@@ -679,7 +694,8 @@ def unsqueeze(x: Tensor, axes: int | Sequence[int]) -> Tensor:
 
 
 def expand_dims(x: Tensor, axis: int | Sequence[int]) -> Tensor:
-    """numpy's name for :func:`unsqueeze`."""
+    """numpy's name for :func:`unsqueeze`: new size-1 axes at positions ``axis`` of the
+    result."""
     return unsqueeze(x, axis)
 
 
@@ -1055,12 +1071,9 @@ def pad(x: Tensor, pad_width: int | Sequence[int] | Sequence[Sequence[int]],
                 float(value).is_integer() or isinstance(value, (bool, np.bool_))):
             raise ArgumentError(f"pad: value {value!r} is not a {t.dtype} value")
         try:
-            fill_value = constant(value, t.dtype)
+            fill = _fill(value, sizes, t.dtype, "Fill")
         except StripeError as e:
             raise ArgumentError(f"pad: value: {e}") from None
-        cons = [f"{i} < {s}" for i, s in zip(idx, sizes)]
-        fill = emit(f"{_out(idx, sizes)} = =({{0}}[]){_constraints(cons)}", [fill_value],
-                    sizes, t.dtype, name="Fill")
         return emit(f"{_out(oidx, sizes)} = =({_ref(0, idx)}) default {{1}}", [t, fill],
                     sizes, t.dtype, name="Pad")
     out = t
@@ -1240,10 +1253,7 @@ def _cumulative(op: str, agg: str, x: object, axis: object, exclusive: object,
     stmt = f"{_out(idx, t.shape)} = {agg}({_ref(0, src)}), k < {n}"
     if agg == "*" and excl and 0 not in t.shape:
         # the first product is empty: start from ones (the default), not Tile's 0
-        one = constant(1, t.dtype)
-        cons = [f"{i} < {s}" for i, s in zip(idx, t.shape)]
-        ones = emit(f"{_out(idx, t.shape)} = =({{0}}[]){_constraints(cons)}", [one], t.shape,
-                    t.dtype, name="Ones")
+        ones = _fill(1, t.shape, t.dtype, "Ones")
         return emit(f"{stmt} default {{1}}", [t, ones], t.shape, t.dtype, name=name)
     return emit(stmt, [t], t.shape, t.dtype, name=name)
 
