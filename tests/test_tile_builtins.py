@@ -226,6 +226,29 @@ def test_shape_of_declared_inputs_and_temporaries() -> None:
     assert out["S5"].tolist() == [5, 2, 1]
 
 
+@pytest.mark.parametrize("a,b", [((3, 1), (4,)), ((0, 1), (1,)), ((2, 0), (1, 1)), ((1,), (5,)),
+                                 ((1, 1), (1,))])
+def test_shape_of_broadcast_temporaries(a: tuple[int, ...], b: tuple[int, ...]) -> None:
+    src = """function (A, B) -> (S, T) {
+        E = A * 2 + B;
+        S = shape(E);
+        T = shape(exp(E) - A);
+    }"""
+    want = list(np.broadcast_shapes(a, b))
+    out = run(src, A=np.zeros(a, np.float32), B=np.zeros(b, np.float32))
+    assert out["S"].tolist() == want and out["T"].tolist() == want
+
+
+def test_shape_of_specials() -> None:
+    src = """function (A[N, M], I[K]) -> (S1, S2, S3) {
+        G = gather(A, I); X = index(G, 1); R = reshape(A, M * N);
+        S1 = shape(G); S2 = shape(X); S3 = shape(R);
+    }"""
+    out = run(src, A=np.zeros((4, 3), np.float32), I=np.zeros(5, np.int32))
+    assert out["S1"].tolist() == [5, 3] and out["S2"].tolist() == [5, 3]
+    assert out["S3"].tolist() == [12]
+
+
 @pytest.mark.parametrize("sizes,axes", [("1, B", (0,)), ("A, 1", (1,)), ("1, 1", (0, 1)),
                                         ("B", (0,)), ("1", (0, 1)), ("A, B", ())])
 def test_simple_reduce(sizes: str, axes: tuple[int, ...], random_array) -> None:

@@ -68,6 +68,9 @@ BUILTINS = frozenset((*_ARITY, "simple_reduce", *_REFUSED))
 _COPY_LIMIT = 8
 
 Node = Union[A.Expr, A.Poly]
+# a tensor's sizes: per dimension, the integer expressions it may have, by their text (several
+# when operands broadcast: they are then equal or 1); an empty mapping is the size 1
+Sizes = tuple[dict[str, A.Expr], ...]
 Stmt = Union[A.Contraction, A.Assign]
 
 
@@ -223,20 +226,26 @@ class _Expander:
         self.taken: set[str] | None = None  # every name of the function, on first need
         self.counter = 0
         self.fresh: set[str] = set()
-        self.ranks: dict[str, int | None] = {}
-        self.sizes: dict[str, tuple[A.Poly, ...]] = {}
+        self.shapes: dict[str, Sizes | None] = {}  # by tensor; None when the rank is unknown
         self.dims: set[str] = set()
         self.params = list(fn.params)
-        self.param_at = {p.name: k for k, p in enumerate(fn.params)}
         self.out: list[Stmt] = []
-        for p in fn.params:
-            if p.dims is None:
+        sized = any(_calls(s) & {"shape", "simple_reduce"} for s in fn.stmts)
+        for k, p in enumerate(fn.params):
+            dims = p.dims
+            if dims is None:
                 rank = _input_rank(inputs.get(p.name)) if isinstance(inputs, Mapping) else None
-                self.ranks[p.name] = rank
-            else:
-                self.ranks[p.name] = len(p.dims)
-                self.sizes[p.name] = p.dims
-                self.dims.update(d.name for d in p.dims if isinstance(d, A.PolyName))
+                if rank is None or (rank and not sized):
+                    self.shapes[p.name] = None
+                    continue
+                if rank:  # name its sizes, for shape() and simple_reduce()
+                    dims = tuple(A.PolyName(self._fresh(f"{p.name}_D"), p.pos)
+                                 for _ in range(rank))
+                    self.params[k] = replace(p, dims=dims)
+                else:
+                    dims = ()  # a rank-0 input keeps its declaration (it may be an integer)
+            self.shapes[p.name] = tuple(_one(_poly_expr(d)) for d in dims)
+            self.dims.update(d.name for d in dims if isinstance(d, A.PolyName))
 
     # driver -----------------------------------------------------------------------------------
     def run(self) -> A.Function:
@@ -250,16 +259,11 @@ class _Expander:
     def _emit(self, stmt: Stmt) -> None:
         self.out.append(stmt)
         if isinstance(stmt, A.Contraction):
-            self.ranks[stmt.out.name] = len(stmt.out.idxs)
-            if stmt.sizes is not None:
-                self.sizes[stmt.out.name] = stmt.sizes
+            sizes = stmt.sizes
+            self.shapes[stmt.out.name] = (None if sizes is None else
+                                          tuple(_one(_poly_expr(p)) for p in sizes))
         else:
-            self.ranks[stmt.name] = self._rank(stmt.expr)
-            expr = stmt.expr
-            if isinstance(expr, A.Call) and expr.fn == "reshape" and expr.args:
-                polys = [self._poly_or_none(a) for a in expr.args[1:]]
-                if all(p is not None for p in polys):
-                    self.sizes[stmt.name] = tuple(polys)  # type: ignore[arg-type]
+            self.shapes[stmt.name] = self._shape(stmt.expr)
 
     def _assign(self, stmt: A.Assign) -> None:
         root = stmt.expr
@@ -342,7 +346,7 @@ class _Expander:
                          log(A.Binary("-", one, o, pos)), pos), pos)
         if fn in ("builtin_softmax", "builtin_logsoftmax"):
             return self._softmax(e, log=fn == "builtin_logsoftmax")
-        return self._shape(e)
+        return self._shape_of(e)
 
     def _special_args(self, e: A.Call, args: list[A.Expr]) -> list[A.Expr]:
         """``reshape``/``gather``/``scatter`` take tensor names: an expanded builtin among
@@ -378,7 +382,8 @@ class _Expander:
         then ``E / N`` (softmax) or ``X - (M + log(N))`` (log-softmax)."""
         pos = e.pos
         x = self._tensor(e, 0)
-        rank = self._rank(x)
+        shape = self._shape(x)
+        rank = None if shape is None else len(shape)
         if rank is not None and rank != 2:
             raise TileError(f"{e.fn}: its first argument must have rank 2 (rows to normalise), "
                             f"{x.name} has rank {rank}", pos.line, pos.column)
@@ -397,29 +402,17 @@ class _Expander:
             return A.Binary("-", x, total, pos)
         return A.Binary("/", A.Name(ex, pos), A.Name(n, pos), pos)
 
-    def _shape(self, e: A.Call) -> A.Expr:
+    def _shape_of(self, e: A.Call) -> A.Expr:
         """``shape(X)``: a 1-D int32 tensor of X's sizes, built as
         ``Z = 0; V[k : R] = =(Z[]), k < R; K = index(V, 0); K == 0 ? D0 : K == 1 ? D1 : ...``
-        with ``D<d>`` X's sizes (dimension names, or the sizes of the contraction or
-        ``reshape`` that made X; otherwise ``max(index(X, d) + 1)`` over X)."""
+        with ``D<d>`` X's sizes as integer expressions (``_size_values``)."""
         pos = e.pos
         x = self._tensor(e, 0)
-        rank = self._rank(x)
-        if rank is None:
+        shape = self._shape(x)
+        if shape is None:
             raise TileError(f"shape: the rank of {x.name} is not known (declare its "
                             f"dimensions, as in {x.name}[N, M])", pos.line, pos.column)
-        dims = self._sizes_of(x, rank, pos)
-        values: list[A.Expr] = []
-        for d in range(rank):
-            if dims is not None:
-                values.append(_poly_expr(dims[d]))
-                continue
-            plus = self._hoist(A.Binary("+", A.Call("index", (x, A.Num(d, pos)), pos),
-                                        A.Num(1, pos), pos), "Shape_I", pos)
-            top = self._fresh("Shape_D")
-            idxs = tuple(A.PolyName(f"i{k}", pos) for k in range(rank))
-            self._emit(_contraction(top, (), (), ">", A.TensorRef(plus.name, idxs, pos), pos))
-            values.append(A.Name(top, pos))
+        rank = len(shape)
         z, v, k = self._fresh("Shape_Z"), self._fresh("Shape_V"), self._fresh("Shape_K")
         self._emit(_assign(z, A.Num(0, pos), pos))
         i = A.PolyName("i", pos)
@@ -434,7 +427,7 @@ class _Expander:
         result: A.Expr = A.Num(0, pos)
         for d in range(rank - 1, -1, -1):
             test = A.Binary("==", kname, A.Num(d, pos), pos)
-            result = A.Ternary(test, values[d], result, pos)
+            result = A.Ternary(test, _size_value(shape[d], pos), result, pos)
         return result
 
     def _simple_reduce(self, e: A.Call) -> A.Expr:
@@ -443,11 +436,12 @@ class _Expander:
         dimension, any other size keeps it."""
         pos = e.pos
         x = self._tensor(e, 0)
-        rank = self._rank(x)
+        shape = self._shape(x)
         targets = [self._size_arg(e, k) for k in range(1, len(e.args))]
-        if rank is None:
+        if shape is None:
             raise TileError(f"simple_reduce: the rank of {x.name} is not known (declare its "
                             "dimensions)", pos.line, pos.column)
+        rank = len(shape)
         if len(targets) > rank:
             raise TileError(f"simple_reduce: {len(targets)} sizes for {x.name} of rank {rank}",
                             pos.line, pos.column)
@@ -455,31 +449,28 @@ class _Expander:
         src: list[A.Poly] = [A.PolyName(f"i{k}", pos) for k in range(lead)]
         out: list[A.Poly] = []
         constraints: list[A.Constraint] = []
-        dims = None
         for k, size in enumerate(targets):
             idx = A.PolyName(f"i{lead + k}", pos)
             if isinstance(size, A.PolyNum):
                 out.append(A.PolyNum(0, pos) if size.value == 1 else idx)
                 src.append(idx)
                 continue
-            dims = dims or self._sizes_of(x, rank, pos)
-            same = dims[lead + k] if dims is not None else None
-            if isinstance(size, A.PolyName) and isinstance(same, A.PolyName) \
-                    and same.name == size.name:
+            own = _size_poly(shape[lead + k])
+            if isinstance(size, A.PolyName) and isinstance(own, A.PolyName) \
+                    and own.name == size.name:
                 out.append(idx)  # X's own size: kept
                 src.append(idx)
                 continue
             # the size is known only at binding: X[.., o + t, ..] -> O[.., o, ..] with
             # t < D - S + 1 keeps the dimension (S == D) or sums it (S == 1)
-            if dims is None:
-                raise TileError(f"simple_reduce: the sizes of {x.name} are not named, so a "
-                                "size that is not an integer literal cannot be decided",
+            if own is None:
+                raise TileError(f"simple_reduce: size {k + 1} is not an integer literal and "
+                                f"the size of {x.name} there is not a size expression",
                                 pos.line, pos.column)
             t = A.PolyName(f"t{lead + k}", pos)
             out.append(idx)
             src.append(A.PolyBin("+", idx, t, pos))
-            bound = A.PolyBin("+", A.PolyBin("-", dims[lead + k], size, pos), A.PolyNum(1, pos),
-                              pos)
+            bound = A.PolyBin("+", A.PolyBin("-", own, size, pos), A.PolyNum(1, pos), pos)
             constraints.append(A.Constraint(t, bound, pos))
         name = self._fresh("Reduce")
         self._emit(_contraction(name, tuple(out), tuple(targets), "+",
@@ -498,10 +489,11 @@ class _Expander:
                 self.fresh.add(name)
                 return name
 
-    def _rank(self, root: A.Expr) -> int | None:
-        """The rank of an expression's value (numpy broadcasting), None when unknown."""
+    def _shape(self, root: A.Expr) -> Sizes | None:
+        """The possible sizes of an expression's value (numpy broadcasting), None when its
+        rank is unknown."""
         stack: list[tuple[A.Expr, bool]] = [(root, False)]
-        done: list[int | None] = []
+        done: list[Sizes | None] = []
         while stack:
             node, visited = stack.pop()
             kids = _kids(node)
@@ -509,93 +501,131 @@ class _Expander:
                 stack.append((node, True))
                 stack.extend((k, False) for k in reversed(kids))
                 continue
-            ranks = done[len(done) - len(kids):] if kids else []
+            shapes = done[len(done) - len(kids):] if kids else []
             if kids:
                 del done[len(done) - len(kids):]
-            done.append(self._node_rank(node, ranks))
+            done.append(self._node_shape(node, shapes))
         return done[0]
 
-    def _node_rank(self, node: A.Expr, ranks: list[int | None]) -> int | None:
+    def _node_shape(self, node: A.Expr, shapes: list[Sizes | None]) -> Sizes | None:
         if isinstance(node, A.Num):
-            return 0
+            return ()
         if isinstance(node, A.Name):
-            if node.name in self.ranks:
-                return self.ranks[node.name]
-            return 0 if node.name in self.dims else None
+            if node.name in self.shapes:
+                return self.shapes[node.name]
+            return () if node.name in self.dims else None
         if isinstance(node, A.Call):
             fn = node.fn
             if fn == "reshape":
-                return len(node.args) - 1
-            if fn == "gather" and len(ranks) == 2:
-                a, i = ranks
-                return None if a is None or i is None else a - 1 + i
-            if fn == "scatter" and len(ranks) == 3:
-                return ranks[2]
-            if fn == "index" and ranks:
-                return ranks[0]
-            if fn == "shape":
-                return 1
-        if any(r is None for r in ranks):
-            return None
-        return max((r for r in ranks if r is not None), default=0)
-
-    def _sizes_of(self, x: A.Name, rank: int, pos: A.Pos) -> tuple[A.Poly, ...] | None:
-        """X's sizes as size expressions; an input declared without dimensions gets fresh
-        dimension names in its declaration."""
-        dims = self.sizes.get(x.name)
-        if dims is not None and len(dims) == rank:
-            return dims
-        at = self.param_at.get(x.name)
-        if at is None or self.params[at].dims is not None:
-            return None
-        names = tuple(A.PolyName(self._fresh(f"{x.name}_D"), pos) for _ in range(rank))
-        self.params[at] = replace(self.params[at], dims=names)
-        self.sizes[x.name] = names
-        self.dims.update(n.name for n in names)
-        return names
+                return tuple(_one(a) for a in node.args[1:])
+            if fn in _SPECIALS or fn == "index":
+                if any(x is None for x in shapes) or not shapes:
+                    return None
+                if fn == "gather" and len(shapes) == 2 and shapes[0]:
+                    return shapes[1] + shapes[0][1:]  # type: ignore[operator,index]
+                if fn == "scatter" and len(shapes) == 3:
+                    return shapes[2]
+                return shapes[0] if fn == "index" else None
+        return _broadcast(shapes)
 
     def _size_arg(self, e: A.Call, k: int) -> A.Poly:
-        poly = self._poly_or_none(e.args[k])
+        poly = _poly_of(e.args[k])
         if poly is None:
             arg = e.args[k]
             raise TileError(f"argument {k + 1} of {e.fn} must be a size (integers and "
                             "dimension names with + - * /)", arg.pos.line, arg.pos.column)
         return poly
 
-    def _poly_or_none(self, root: A.Expr) -> A.Poly | None:
-        stack: list[tuple[A.Expr, bool]] = [(root, False)]
-        done: list[A.Poly] = []
-        while stack:
-            node, visited = stack.pop()
-            if isinstance(node, A.Num):
-                if not isinstance(node.value, int) or isinstance(node.value, bool):
-                    return None
-                done.append(A.PolyNum(node.value, node.pos))
-            elif isinstance(node, A.Name):
-                done.append(A.PolyName(node.name, node.pos))
-            elif isinstance(node, A.Unary) and node.op == "-":
-                if visited:
-                    done.append(A.PolyNeg(done.pop(), node.pos))
-                else:
-                    stack += [(node, True), (node.x, False)]
-            elif isinstance(node, A.Binary) and node.op in ("+", "-", "*", "/"):
-                if visited:
-                    b, a = done.pop(), done.pop()
-                    done.append(A.PolyBin(node.op, a, b, node.pos))
-                else:
-                    stack += [(node, True), (node.b, False), (node.a, False)]
-            elif isinstance(node, A.Call) and node.fn in ("max", "min") and len(node.args) == 2:
-                if visited:
-                    b, a = done.pop(), done.pop()
-                    done.append(A.PolyCall(node.fn, (a, b), node.pos))
-                else:
-                    stack += [(node, True), (node.args[1], False), (node.args[0], False)]
-            else:
-                return None
-        return done[0]
-
-
 # helpers ------------------------------------------------------------------------------------
+
+def _poly_of(root: A.Expr) -> A.Poly | None:
+    """A size expression from an elementwise one (integers, names, + - * /, max, min)."""
+    stack: list[tuple[A.Expr, bool]] = [(root, False)]
+    done: list[A.Poly] = []
+    while stack:
+        node, visited = stack.pop()
+        if isinstance(node, A.Num):
+            if not isinstance(node.value, int) or isinstance(node.value, bool):
+                return None
+            done.append(A.PolyNum(node.value, node.pos))
+        elif isinstance(node, A.Name):
+            done.append(A.PolyName(node.name, node.pos))
+        elif isinstance(node, A.Unary) and node.op == "-":
+            if visited:
+                done.append(A.PolyNeg(done.pop(), node.pos))
+            else:
+                stack += [(node, True), (node.x, False)]
+        elif isinstance(node, A.Binary) and node.op in ("+", "-", "*", "/"):
+            if visited:
+                b, a = done.pop(), done.pop()
+                done.append(A.PolyBin(node.op, a, b, node.pos))
+            else:
+                stack += [(node, True), (node.b, False), (node.a, False)]
+        elif isinstance(node, A.Call) and node.fn in ("max", "min") and len(node.args) == 2:
+            if visited:
+                b, a = done.pop(), done.pop()
+                done.append(A.PolyCall(node.fn, (a, b), node.pos))
+            else:
+                stack += [(node, True), (node.args[1], False), (node.args[0], False)]
+        else:
+            return None
+    return done[0]
+
+
+
+def _calls(stmt: Stmt) -> set[str]:
+    """The function names an elementwise statement calls."""
+    if not isinstance(stmt, A.Assign):
+        return set()
+    names: set[str] = set()
+    stack: list[A.Expr] = [stmt.expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, A.Call):
+            names.add(node.fn)
+        stack.extend(_kids(node))
+    return names
+
+
+def _one(size: A.Expr) -> dict[str, A.Expr]:
+    """A dimension of one known size (the size 1 is the empty mapping)."""
+    if isinstance(size, A.Num) and size.value == 1:
+        return {}
+    return {_text(size): size}
+
+
+def _broadcast(shapes: Sequence[Sizes | None]) -> Sizes | None:
+    if any(x is None for x in shapes):
+        return None
+    rank = max((len(x) for x in shapes), default=0)  # type: ignore[arg-type]
+    dims: list[dict[str, A.Expr]] = [{} for _ in range(rank)]
+    for x in shapes:
+        for k, sizes in enumerate(x, start=rank - len(x)):  # type: ignore[arg-type]
+            if sizes and sizes is not dims[k]:
+                dims[k] = {**dims[k], **sizes} if dims[k] else sizes
+    return tuple(dims)
+
+
+def _size_value(sizes: dict[str, A.Expr], pos: A.Pos) -> A.Expr:
+    """A dimension's size as an integer expression: the first of its possible sizes that is
+    not 1 (operands that broadcast have one size besides 1)."""
+    values = list(sizes.values())
+    if not values:
+        return A.Num(1, pos)
+    result = values[-1]
+    for v in reversed(values[:-1]):
+        result = A.Ternary(A.Binary("!=", v, A.Num(1, pos), pos), v, result, pos)
+    return result
+
+
+def _size_poly(sizes: dict[str, A.Expr]) -> A.Poly | None:
+    """A dimension's size as a size expression, None when it has several possible sizes."""
+    if len(sizes) > 1:
+        return None
+    if not sizes:
+        return A.PolyNum(1, A.Pos(0, 0))
+    return _poly_of(next(iter(sizes.values())))
+
 
 def _output(stmt: Stmt) -> str:
     return stmt.out.name if isinstance(stmt, A.Contraction) else stmt.name
