@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import stripe
 from stripe import pipeline_cache
@@ -48,6 +49,19 @@ def _strided_same_conv(i: np.ndarray, f: np.ndarray, s: int) -> np.ndarray:
             src = s * o + j - pad
             if 0 <= src < x:
                 out[o] += i[src] * f[j]
+    return out
+
+
+def _transposed_conv(o: np.ndarray, k: np.ndarray, size: int) -> np.ndarray:
+    """The transpose of a stride-2 'same' 1-D convolution, written out."""
+    pad = max(0, ((size + 1) // 2 - 1) * 2 + 3 - size) // 2
+    out = np.zeros((o.shape[0], size, k.shape[1]), np.float32)
+    for n in range(o.shape[0]):
+        for x in range(o.shape[1]):
+            for j in range(k.shape[0]):
+                dst = 2 * x + j - pad
+                if 0 <= dst < size:
+                    out[n, dst] += k[j] @ o[n, x]
     return out
 
 
@@ -107,6 +121,21 @@ CASES = [
                 t0 < 2, t1 < 3 no_defract;
         }""", {"I": _RNG.standard_normal((2, 3)).astype(np.float32)},
          lambda x: {"O": np.tile(x, (2, 3))}),
+    Case("constants_in_literal_positions", """
+        function (X[N, M]) -> (Y, J) {
+            W = 8; D = 1;
+            Y = as_int(X * 10.0, W);
+            J = index(X, D);
+        }""", {"X": _RNG.standard_normal((2, 3)).astype(np.float32)},
+         lambda x: {"Y": (x * 10).astype(np.int8),
+                    "J": np.broadcast_to(np.arange(3, dtype=np.int32), (2, 3))}),
+    Case("derived_constants", """
+        function (O[N, L0, CO], K[LK0, CI, CO], D0) -> (I) {
+            Pad0 = (max(0, ((D0 + 2 - 1) / 2 - 1) * 2 + 3 - D0)) / 2;
+            I[n, 2*x0 + 1*k0 - Pad0, ci: N, D0, CI] = +(O[n, x0, co]*K[k0, ci, co]);
+        }""", {"O": _RNG.standard_normal((1, 4, 2)).astype(np.float32),
+               "K": _RNG.standard_normal((3, 3, 2)).astype(np.float32), "D0": 7},
+         lambda o, k, d0: {"I": _transposed_conv(o, k, d0)}),
     Case("compare_outer", """
         function (A[N], B[M]) -> (O) { O[i, j : N, M] = =(A[i] == B[j]); }""",
          {"A": A4, "B": B6}, lambda A, B: {"O": np.equal.outer(A, B)}),
@@ -160,21 +189,26 @@ def test_interpreted(case: Case):
     _check(case, stripe.interpret(prog, _arrays(case)))
 
 
-def _configs() -> list[object]:
+def _compiled_params() -> list[object]:
+    """Each case on one of cpu_generic and the host's config (alternating, so each config
+    gets half of the cases) in the default run; on both with ``--hypothesis-profile=long``."""
+    everything = settings._current_profile == "long"
     out = []
-    for name in ("cpu_generic", "cpu_avx2"):
-        missing = missing_cpu_features(load_config(name).target.compiler_flags)
-        marks = [pytest.mark.skip(reason=f"this CPU lacks {', '.join(missing)}")] if missing \
-            else []
-        out.append(pytest.param(name, marks=marks))
+    for k, case in enumerate(CASES):
+        for j, name in enumerate(("cpu_generic", "cpu_avx2")):
+            if not everything and j != k % 2:
+                continue
+            missing = missing_cpu_features(load_config(name).target.compiler_flags)
+            marks = [pytest.mark.skip(reason=f"this CPU lacks {', '.join(missing)}")] \
+                if missing else []
+            out.append(pytest.param(case, name, marks=marks, id=f"{case.name}-{name}"))
     return out
 
 
-@pytest.mark.parametrize("config", _configs())
-def test_compiled(config: str):
-    for case in CASES:
-        prog = stripe.compile(case.source, case.inputs, config)
-        _check(case, prog(**_arrays(case)))
+@pytest.mark.parametrize("case, config", _compiled_params())
+def test_compiled(case: Case, config: str):
+    prog = stripe.compile(case.source, case.inputs, config)
+    _check(case, prog(**_arrays(case)))
 
 
 # the constructs one by one ---------------------------------------------------------------
@@ -257,6 +291,21 @@ def test_integer_input_value_forms():
         stripe.lower(src, {"I": ((5,), "float32"), "D": np.array(3.0, np.float32)})
 
 
+def test_derived_constant_is_a_tensor_in_elementwise_code():
+    """A statement over an integer input is a size where one is needed (specialising the
+    program) and a tensor computed at run time elsewhere."""
+    src = "function (I[N], D) -> (O, P) { E = D + 1; O[i : E] = =(I[i]); P = I * E; }"
+    prog, used = lower_specialised(src, {"I": ((5,), "int32"), "D": 2})
+    assert used == {"D": 2} and prog.ref("O").shape.sizes == (3,)
+    assert "E" in [r.into for r in prog.refs]
+    got = stripe.interpret(prog, {"I": np.arange(5, dtype=np.int32),
+                                  "D": np.array(2, np.int32)})
+    np.testing.assert_array_equal(got["P"], np.arange(5) * 3)
+    prog, used = lower_specialised("function (I[N], D) -> (P) { E = D + 1; P = I * E; }",
+                                   {"I": ((5,), "int32"), "D": 2})
+    assert used == {}
+
+
 def test_integer_input_used_only_as_a_tensor_is_not_specialised():
     src = "function (I[N], D) -> (O) { O = I + D; }"
     prog, used = lower_specialised(src, {"I": ((5,), "int32"), "D": 3})
@@ -314,8 +363,6 @@ def test_attributes_on_a_materialised_constant():
     assert "attr_pid=c" not in _kernels(prog)[-1].tags
 
 
-@pytest.mark.xfail(strict=True, raises=TileError,
-                   reason="builtins.expand refuses broadcast/match before lowering sees them")
 def test_bind_time_functions():
     src = """function (I[N], J[M]) -> (O) {
         G = broadcast(N, M); A = assert_group_count(N == M); H = match(N, 4);

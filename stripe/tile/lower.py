@@ -28,6 +28,7 @@ Contraction kernels use the Tile index names; other kernels use ``i1, i2, ...``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from typing import Union
@@ -35,7 +36,7 @@ from typing import Union
 from .. import tags as T
 from ..affine import Affine
 from ..dtypes import DType, promote
-from ..errors import LimitError, ShapeError, TileError, TypeError_
+from ..errors import LimitError, ShapeError, StripeError, TileError, TypeError_
 from ..ir import (
     AggOp,
     Block,
@@ -161,28 +162,82 @@ def _check_plan(plan: Plan, c: A.Contraction) -> None:
 
 class _Sizes(Mapping[str, int]):
     """The names a size or index expression may use: dimensions and integer constants
-    (``dims``) and the rank-0 integer inputs whose value was given (``values``); reading one
-    of the latter records it in ``used``."""
+    (``dims``), the rank-0 integer inputs whose value was given (``values``) and the integer
+    constants computed from those (``derived``: name -> (value, the inputs it reads)).
+    Reading one of the latter two records the inputs in ``used``."""
 
-    def __init__(self, dims: dict[str, int], values: dict[str, int]) -> None:
+    def __init__(self, dims: dict[str, int], values: dict[str, int],
+                 derived: dict[str, tuple[int, tuple[str, ...]]] | None = None) -> None:
         self.dims, self.values = dims, values
+        self.derived = {} if derived is None else derived
         self.used: dict[str, int] = {}
 
     def __getitem__(self, name: str) -> int:
         if name in self.dims:
             return self.dims[name]
+        if name in self.derived:
+            value, reads = self.derived[name]
+            for r in reads:
+                self.used[r] = self.values[r]
+            return value
         value = self.values[name]
         self.used[name] = value
         return value
 
     def __contains__(self, name: object) -> bool:
-        return name in self.dims or name in self.values
+        return name in self.dims or name in self.values or name in self.derived
 
     def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter({**self.values, **self.dims})
+        return iter({**self.values, **self.derived, **self.dims})
 
     def __len__(self) -> int:
-        return len({**self.values, **self.dims})
+        return len({**self.values, **self.derived, **self.dims})
+
+
+def _names(root: A.Expr) -> set[str]:
+    """The upper-case names an expression reads."""
+    found: set[str] = set()
+    stack: list[A.Expr | A.Poly] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, A.Name):
+            found.add(node.name)
+        stack.extend(child for child, _ in A.children(node))
+    return found
+
+
+def _substitute(root: A.Expr, values: Mapping[str, int]) -> A.Expr:
+    """``root`` with every name of ``values`` replaced by its integer literal (an iterative
+    rebuild: any depth; unchanged subtrees are kept)."""
+    work: list[tuple[A.Expr, bool]] = [(root, False)]
+    done: list[A.Expr] = []
+    while work:
+        node, entered = work.pop()
+        kids = [child for child, _ in A.children(node)]
+        if not entered and kids:
+            work.append((node, True))
+            work.extend((k, False) for k in reversed(kids))  # type: ignore[misc]
+            continue
+        if isinstance(node, A.Name) and node.name in values:
+            done.append(A.Num(values[node.name], node.pos))
+            continue
+        if not kids:
+            done.append(node)
+            continue
+        new = done[len(done) - len(kids):]
+        del done[len(done) - len(kids):]
+        if all(a is b for a, b in zip(new, kids)):
+            done.append(node)
+        elif isinstance(node, A.Call):
+            done.append(dataclasses.replace(node, args=tuple(new)))
+        elif isinstance(node, A.Unary):
+            done.append(dataclasses.replace(node, x=new[0]))
+        elif isinstance(node, A.Binary):
+            done.append(dataclasses.replace(node, a=new[0], b=new[1]))
+        else:  # Ternary
+            done.append(dataclasses.replace(node, cond=new[0], a=new[1], b=new[2]))
+    (result,) = done
+    return result
 
 
 def _attribute_tags(attrs: Sequence[A.Attribute]) -> tuple[str, ...]:
@@ -261,9 +316,9 @@ class _Lowering:
         raise TileError(f"unknown name {n.name}", n.pos.line, n.pos.column)
 
     def _lookup_size(self, n: A.Name) -> TensorInfo | None:
-        """``_lookup`` where a size is expected: an integer input with a given value is its
-        value (None), not a tensor."""
-        if n.name in self.sizes.values:
+        """``_lookup`` where a size is expected: an integer input with a given value, or a
+        constant computed from such inputs, is its value (None), not a tensor."""
+        if n.name in self.sizes.values or n.name in self.sizes.derived:
             return None
         return self._lookup(n)
 
@@ -474,6 +529,12 @@ class _Lowering:
     # elementwise statements and specials --------------------------------------------------
     def _assignment(self, s: A.Assign) -> None:
         self._check_target(s.name, s.pos)
+        names = _names(s.expr)
+        if self.consts and not names.isdisjoint(self.consts):
+            # constants are integer literals in elementwise code, literal positions included
+            # (a cast's width, index()'s dimension)
+            s = dataclasses.replace(s, expr=_substitute(s.expr, {
+                n: self.dims[n] for n in names if n in self.consts}))
         if isinstance(s.expr, A.Call) and (s.expr.fn in _BIND_FNS
                                            or s.expr.fn.startswith("assert_")):
             node: TNode | TSpecial = self._bind_time_call(s.expr)
@@ -490,7 +551,22 @@ class _Lowering:
             if s.name in self.outputs:
                 self._materialise(s.name)
             return
+        if not names.isdisjoint(self.sizes.values) or not names.isdisjoint(self.sizes.derived):
+            self._derived_constant(s)
         self._emit_assignment(s, node)
+
+    def _derived_constant(self, s: A.Assign) -> None:
+        """A statement over integer inputs with given values (``Pad = (D - 1) / 2``) that
+        folds to an integer when they are read as their values: its value is usable as a
+        size (specialising the program on those inputs), while elementwise code reads the
+        tensor the statement writes at run time."""
+        probe = _Sizes(self.dims, self.sizes.values, self.sizes.derived)
+        try:
+            node = check_statement(s.expr, self._lookup_size, probe)  # type: ignore[arg-type]
+        except StripeError:
+            return  # not a constant; the statement's own typing reports real errors
+        if isinstance(node, TConst) and node.dtype.is_int:
+            self.sizes.derived[s.name] = (int(node.value), tuple(probe.used))
 
     def _bind_time_call(self, e: A.Call) -> TConst:
         """PlaidML's bind-time functions of integer constants: ``broadcast(a, b)`` (the
