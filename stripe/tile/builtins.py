@@ -82,10 +82,10 @@ def is_builtin(fn: str) -> bool:
 def expand(fn: A.Function, inputs: Mapping[str, object] | None = None) -> A.Function:
     """``fn`` with every builtin call rewritten into plain Tile (module docstring).
 
-    ``inputs`` (the mapping given to ``lower``) is read only for the rank of an input declared
-    without dimensions whose ``shape()`` is taken; malformed entries are ignored (the binder
-    reports them). Raises ``TileError`` at the call for a wrong number of arguments, a
-    refused function, or an argument of the wrong kind."""
+    ``inputs`` (the mapping given to ``lower``) is read only for the ranks of inputs declared
+    without dimensions, when the function calls ``shape`` or ``simple_reduce``; malformed
+    entries are ignored (the binder reports them). Raises ``TileError`` at the call for a
+    wrong number of arguments, a refused function, or an argument of the wrong kind."""
     if not any(_has_builtin(s) for s in fn.stmts):
         return fn
     return _Expander(fn, inputs).run()
