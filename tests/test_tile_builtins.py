@@ -183,6 +183,14 @@ def test_softmax_statements_and_kernel_comments() -> None:
     assert any("Softmax_M_1[i, 0 : X, 1] = >(I[i, j])" in c for c in comments)
 
 
+def test_inserted_statements_carry_the_attributes_of_their_statement() -> None:
+    src = "function (I[X, Y]) -> (O, P) { [[pid(Softmax)]] O = builtin_softmax(I, X, Y); P = O; }"
+    prog = lower(src, {"I": ((2, 3), "float32")})
+    kernels = prog.stmts[0].stmts  # type: ignore[union-attr]
+    tagged = [k for k in kernels if "attr_pid=Softmax" in k.tags]  # type: ignore[union-attr]
+    assert len(tagged) == len(kernels) - 1 >= 4  # all but P's copy
+
+
 def test_softmax_inside_an_expression_and_of_an_expression(random_array) -> None:
     x = random_array((4, 6), "float32")
     src = "function (I[X, Y]) -> (O) { O = 2 * builtin_softmax(I * 3, X, Y) + 1; }"

@@ -13,7 +13,8 @@ parser's operator names). See ``docs/tile_builtins.md`` for the table of every f
   ``simple_reduce``): their statements are inserted before the statement that calls them,
   writing temporaries with fresh names (``Softmax_M_1``, ...) that no name of the function
   uses; the call becomes the final expression. When the call is the whole right-hand side,
-  the last generated statement writes the statement's own tensor.
+  the last generated statement writes the statement's own tensor. The inserted statements
+  carry the attributes (``[[pid(...)]]``) of the statement they are made for.
 * Refused with a located ``TileError`` naming the function: ``prng_*``, ``tuple``,
   ``element``, ``quantize`` (see the doc for why). ``broadcast`` and ``match`` (bind-time
   size functions) are left to the lowering.
@@ -269,6 +270,9 @@ class _Expander:
         root = stmt.expr
         start = len(self.out)
         expr = self._rewrite(root)
+        if stmt.attrs:  # the statements made for this one carry its attributes
+            for k in range(start, len(self.out)):
+                self.out[k] = replace(self.out[k], attrs=stmt.attrs)
         last = self.out[-1] if len(self.out) > start else None
         if (isinstance(expr, A.Name) and expr.name in self.fresh and last is not None
                 and _output(last) == expr.name):
