@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import ml_dtypes
 import numpy as np
 import pytest
 from conftest import runnable_configs
@@ -433,6 +434,51 @@ def test_representative_ops_compile_for_the_host_in_a_second_dtype() -> None:
 
 
 # semantics worth a test of their own ----------------------------------------------------
+
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "bfloat16", "float32", "float64")
+
+
+def _values(dtype: str) -> np.ndarray:
+    """Values every dtype holds exactly or rounds the same way: 0..99 and fractions."""
+    a = np.array([0, 1, 7.25, 99, 42.5, 3, 0.5], np.float64)
+    if dtype == "bool":
+        return a.astype(bool)
+    if dtype in ("float16", "bfloat16", "float32", "float64"):
+        return a.astype(stripe.dtypes.to_dtype(dtype).np)
+    return np.floor(a).astype(dtype)
+
+
+@pytest.mark.parametrize("src", DTYPES)
+def test_cast_between_every_pair_of_dtypes(src: str) -> None:
+    x = ops.input("X", (7,), src)
+    outs = {f"O{k}": ops.cast(x, d) for k, d in enumerate(DTYPES)}
+    a = _values(src)
+    got = run(ops.function(outs), {"X": a})
+    for k, d in enumerate(DTYPES):
+        want = a.astype(stripe.dtypes.to_dtype(d).np)
+        np.testing.assert_array_equal(got[f"O{k}"], want, err_msg=f"{src} -> {d}")
+
+
+def test_casts_to_16_bit_and_unsigned_dtypes_compile() -> None:
+    x = ops.input("X", (7,), "float32")
+    names = ("float16", "bfloat16", "uint16", "uint32", "uint64", "bool")
+    fn = ops.function({f"O{k}": ops.cast(x, d) for k, d in enumerate(names)}
+                      | {"R": ops.cast(ops.cast(x, "bfloat16"), "float64")})
+    a = _values("float32")
+    got = stripe.compile(fn).run({"X": a})
+    for k, d in enumerate(names):
+        np.testing.assert_array_equal(got[f"O{k}"], a.astype(stripe.dtypes.to_dtype(d).np))
+    np.testing.assert_array_equal(got["R"], a.astype(ml_dtypes.bfloat16).astype(np.float64))
+
+
+def test_resize_bilinear_in_float16() -> None:
+    x = ops.input("X", (3, 4), "float16")
+    a = np.arange(12, dtype=np.float16).reshape(3, 4)
+    got = run(ops.function(ops.resize(x, (5, 7), mode="bilinear")), {"X": a})["O"]
+    want = np_resize(a.astype(np.float32), [5, 7], [0, 1], "bilinear")
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-3, atol=2e-3)
+
 
 def test_argmax_takes_the_first_index_on_ties_and_the_first_nan() -> None:
     x = ops.input("X", (4, 5))

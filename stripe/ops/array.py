@@ -198,12 +198,10 @@ def _constraints(cons: Sequence[str]) -> str:
 # reductions ----------------------------------------------------------------------------
 
 def _fill(value: int | float | bool, sizes: Sequence[int], dtype: str, name: str) -> Tensor:
-    """A tensor of ``sizes`` holding ``value``: ``O[i0, i1 : S0, S1] = =(C[]), i0 < S0,
-    i1 < S1`` with ``C`` the constant."""
-    idx = _idx(len(sizes))
-    cons = [f"{i} < {n}" for i, n in zip(idx, sizes)]
-    return emit(f"{_out(idx, sizes)} = =({{0}}[]){_constraints(cons)}",
-                [constant(value, dtype)], sizes, dtype, name=name)
+    """A tensor of ``sizes`` holding ``value``: ``O[i0, i1 : S0, S1] = =(C[])`` with ``C``
+    the constant (indexes only in the output range over it)."""
+    return emit(f"{_out(_idx(len(sizes)), sizes)} = =({{0}}[])", [constant(value, dtype)],
+                sizes, dtype, name=name)
 
 
 _IDENTITY = {"+": 0, "*": 1, ">": False, "<": True}
@@ -456,6 +454,11 @@ _CASTS = {
 }
 
 
+def _cast_text(dtype: str, inner: str) -> str:
+    """The Tile text converting the expression ``inner`` to ``dtype``."""
+    return _CASTS.get(dtype, f"{dtype}({{0}})").replace("{0}", inner)
+
+
 def cast(x: Tensor, dtype: str) -> Tensor:
     """``x`` converted to ``dtype`` (any dtype the front end accepts: a name such as
     ``'int8'``, a numpy dtype or type). float -> integer truncates toward zero and saturates
@@ -468,8 +471,7 @@ def cast(x: Tensor, dtype: str) -> Tensor:
     name = _dtype(dtype, "cast")
     if name == t.dtype:
         return t
-    template = _CASTS.get(name, f"{name}({{0}})")
-    return emit(f"{{O}} = {template}", [t], t.shape, name, name="Cast")
+    return emit(f"{{O}} = {_cast_text(name, '{0}')}", [t], t.shape, name, name="Cast")
 
 
 def _elementwise(op: str, template: str, args: Sequence[tuple[object, str]], dtype: str | None,
@@ -703,7 +705,7 @@ def broadcast_to(x: Tensor, shape: int | Sequence[int]) -> Tensor:
     """``x`` broadcast to ``shape`` by numpy's rules (sizes right-aligned; a size-1 axis
     stretches; new leading axes). ::
 
-        O[i0, i1, i2 : S0, S1, N2] = =(X[0, i2]), i0 < S0, i1 < S1;    // X[1, N2]
+        O[i0, i1, i2 : S0, S1, N2] = =(X[0, i2]);    // X[1, N2]: i0, i1 range over S0, S1
     """
     t = _tensor(x, "broadcast_to")
     sizes = _ints(shape, "broadcast_to", "shape", minimum=0)
@@ -713,18 +715,9 @@ def broadcast_to(x: Tensor, shape: int | Sequence[int]) -> Tensor:
                             f"{tuple(sizes)}")
     if tuple(sizes) == t.shape:
         return t
-    out_idx = _idx(len(sizes))
-    src: list[str] = []
-    cons: list[str] = [f"i{d} < {sizes[d]}" for d in range(lead)]
-    for k in range(t.ndim):
-        d = lead + k
-        if t.shape[k] == 1 and sizes[d] != 1:
-            src.append("0")
-            cons.append(f"i{d} < {sizes[d]}")
-        else:
-            src.append(f"i{d}")
-    return emit(f"{_out(out_idx, sizes)} = =({_ref(0, src)}){_constraints(cons)}", [t],
-                sizes, t.dtype, name="Broadcast")
+    src = ["0" if t.shape[k] == 1 else f"i{lead + k}" for k in range(t.ndim)]
+    return emit(f"{_out(_idx(len(sizes)), sizes)} = =({_ref(0, src)})", [t], sizes, t.dtype,
+                name="Broadcast")
 
 
 # indexing ------------------------------------------------------------------------------
@@ -732,10 +725,8 @@ def broadcast_to(x: Tensor, shape: int | Sequence[int]) -> Tensor:
 def _empty(t: Tensor, sizes: Sequence[int], name: str) -> Tensor:
     """A tensor of ``sizes`` (with a 0 among them) and ``t``'s dtype: a statement over an
     empty index space, so nothing is read."""
-    oidx = _idx(len(sizes), "o")
-    cons = [f"{i} < {n}" for i, n in zip(oidx, sizes)]
-    return emit(f"{_out(oidx, sizes)} = =({_ref(0, ['0'] * t.ndim)}){_constraints(cons)}",
-                [t], sizes, t.dtype, name=name)
+    return emit(f"{_out(_idx(len(sizes)), sizes)} = =({_ref(0, ['0'] * t.ndim)})", [t],
+                sizes, t.dtype, name=name)
 
 
 def _view(t: Tensor, dims: list[tuple]) -> Tensor:
@@ -1040,7 +1031,7 @@ def pad(x: Tensor, pad_width: int | Sequence[int] | Sequence[Sequence[int]],
     numpy repeats the reflection for wider pads; here they are an ArgumentError. ::
 
         O[i0 + B0, i1 + B1 : N0 + B0 + A0, N1 + B1 + A1] = =(X[i0, i1]);   // constant 0
-        F[i0, i1 : S0, S1] = =(V[]), i0 < S0, i1 < S1;                   // constant V
+        F[i0, i1 : S0, S1] = =(V[]);                                     // constant V
         O[i0 + B0, i1 + B1 : S0, S1] = =(X[i0, i1]) default F;
         // reflect along axis 0 (likewise per padded axis, chained by default):
         M[i0 + B0, i1 : S0, N1] = =(X[i0, i1]);
@@ -1193,8 +1184,7 @@ def _arange_like(rank: int, axis: int, n: int) -> Tensor:
     oidx[axis] = "c"
     sizes = [1] * rank
     sizes[axis] = n
-    return emit(f"{_out(oidx, sizes)} = =({{0}}[]), c < {n}", [zero], sizes, "int32",
-                name="Range")
+    return emit(f"{_out(oidx, sizes)} = =({{0}}[])", [zero], sizes, "int32", name="Range")
 
 
 def one_hot(indices: Tensor, depth: int, axis: int = -1, dtype: str = "float32",
@@ -1204,7 +1194,7 @@ def one_hot(indices: Tensor, depth: int, axis: int = -1, dtype: str = "float32",
     and ``off_value`` elsewhere; indices outside ``[0, depth)`` give a row of
     ``off_value``. ::
 
-        R[0, c : 1, D] = =(Zero[]), c < D;
+        R[0, c : 1, D] = =(Zero[]);
         U[i0, 0 : N0, 1] = =(I[i0]);
         O = U == index(R, 1) ? On : Off;
     """
@@ -1346,9 +1336,8 @@ def _resize_axis(t: Tensor, a: int, m: int, mode: str, coordinates: str,
     rb = _arange_like(t.ndim, a, m)
     cbr = f"as_int(index({{0}}, {a}), 64)"
     lo_b = f"min(max({_floor_div_text(ca, cb, den, m, cbr)}, 0), {n - 1})"
-    width = 64 if t.dtype == "float64" else 32
-    w = emit(f"{{O}} = as_float(max({ca} * {cbr} + {cb} - {lo_b} * {den}, 0), {width}) "
-             f"/ {den}", [rb], rb.shape, t.dtype, name="Weight")
+    offset = _cast_text(t.dtype, f"max({ca} * {cbr} + {cb} - {lo_b} * {den}, 0)")
+    w = emit(f"{{O}} = {offset} / {den}", [rb], rb.shape, t.dtype, name="Weight")
     g0 = gather(t, lo, a)
     g1 = gather(t, hi, a)
     return emit("{O} = {0} * (1 - {2}) + {1} * {2}", [g0, g1, w], g0.shape, t.dtype,
