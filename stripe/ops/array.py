@@ -896,16 +896,24 @@ def gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
     if _kind(ind.dtype) == "int":
         ind = emit(f"{{O}} = {{0}} < 0 ? {{0}} + {n} : {{0}}", [ind], ind.shape, ind.dtype,
                    name="Index")
-    front = transpose(t, [a, *[d for d in range(t.ndim) if d != a]])
-    rest = [t.shape[d] for d in range(t.ndim) if d != a]
-    g = emit("{O} = gather({0}, {1})", [front, ind], (*ind.shape, *rest), t.dtype,
-             name="Gather")
-    if a == 0:
-        return g
-    r = ind.ndim
-    # g's axes: indices (r), then x's axes before a (a), then after a
-    perm = [*range(r, r + a), *range(r), *range(r + a, g.ndim)]
-    return transpose(g, perm)
+    return _from_front(_gather_front(_to_front(t, a), ind), a, ind.ndim)
+
+
+def _to_front(t: Tensor, a: int) -> Tensor:
+    """``t`` with axis ``a`` moved to the front."""
+    return transpose(t, [a, *[d for d in range(t.ndim) if d != a]])
+
+
+def _gather_front(front: Tensor, ind: Tensor) -> Tensor:
+    """Tile's ``gather`` along axis 0 (``ind`` non-negative or to be clamped)."""
+    return emit("{O} = gather({0}, {1})", [front, ind], (*ind.shape, *front.shape[1:]),
+                front.dtype, name="Gather")
+
+
+def _from_front(g: Tensor, a: int, r: int) -> Tensor:
+    """The inverse of :func:`_to_front` for a tensor whose first ``r`` axes replace axis
+    ``a``: its axes are those ``r``, then the axes before ``a``, then those after."""
+    return transpose(g, [*range(r, r + a), *range(r), *range(r + a, g.ndim)])
 
 
 def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
@@ -1295,52 +1303,51 @@ def _floor_div_text(a: int, b: int, den: int, m: int, c: str) -> str:
     truncating integer division (the numerator is shifted to be non-negative)."""
     lowest = _pymin(b, a * (m - 1) + b)
     shift = -(lowest // den) if lowest < 0 else 0
-    num = f"{a} * {c} + {b + shift * den}" if a else str(b + shift * den)
+    num = _linear_text(a, b + shift * den, c)
     text = f"({num}) / {den}" if den != 1 else f"({num})"
     return f"{text} - {shift}" if shift else text
 
 
-def _resize_axis(t: Tensor, a: int, m: int, mode: str, coordinates: str,
-                 rounding: str) -> Tensor:
-    n = t.shape[a]
-    if n == m:
-        return t
-    if n == 0:
-        raise ArgumentError(f"resize: axis {a} of x {t.shape} is empty")
+def _linear_text(a: int, b: int, c: str) -> str:
+    """``a * c + b`` written simply (``a`` >= 0)."""
+    term = c if a == 1 else f"{a} * {c}"
+    if b == 0:
+        return term
+    return f"{term} + {b}" if b > 0 else f"{term} - {-b}"
+
+
+def _resize_front(front: Tensor, m: int, mode: str, coordinates: str,
+                  rounding: str) -> Tensor:
+    """``front`` resized to ``m`` along its axis 0."""
+    n = front.shape[0]
     ca, cb, den = _source_coordinate(coordinates, n, m)
     if ca == 0 or n == 1:
         # every output position reads x[0] (n == 1, or one output with a corner rule)
-        first = _view(t, [("slice", d, 0, 1, 1 if d == a else t.shape[d])
-                          for d in range(t.ndim)])
-        sizes = list(t.shape)
-        sizes[a] = m
-        return broadcast_to(first, sizes)
+        first = _view(front, [("slice", d, 0, 1, 1 if d == 0 else front.shape[d])
+                              for d in range(front.ndim)])
+        return broadcast_to(first, (m, *front.shape[1:]))
     rng = _arange_like(1, 0, m)
     c = "as_int(index({0}, 0), 64)"
     if mode == "nearest":
-        # floor((2 * num + k) / (2 * den)) with k per rounding rule
-        k = {"floor": None, "ceil": None, "round_prefer_floor": den - 1,
-             "round_prefer_ceil": den}[rounding]
         if rounding == "floor":
             text = _floor_div_text(ca, cb, den, m, c)
         elif rounding == "ceil":
             text = _floor_div_text(ca, cb + den - 1, den, m, c)
-        else:
+        else:  # round(x) = floor((2 * num + den - 1 or den) / (2 * den))
+            k = den - 1 if rounding == "round_prefer_floor" else den
             text = _floor_div_text(2 * ca, 2 * cb + k, 2 * den, m, c)
         j = emit(f"{{O}} = min(max({text}, 0), {n - 1})", [rng], (m,), "int64",
                  name="Nearest")
-        return gather(t, j, a)
+        return _gather_front(front, j)
     lo_text = f"min(max({_floor_div_text(ca, cb, den, m, c)}, 0), {n - 1})"
     lo = emit(f"{{O}} = {lo_text}", [rng], (m,), "int64", name="Lo")
     hi = emit(f"{{O}} = min({{0}} + 1, {n - 1})", [lo], (m,), "int64", name="Hi")
-    rb = _arange_like(t.ndim, a, m)
-    cbr = f"as_int(index({{0}}, {a}), 64)"
-    lo_b = f"min(max({_floor_div_text(ca, cb, den, m, cbr)}, 0), {n - 1})"
-    offset = _cast_text(t.dtype, f"max({ca} * {cbr} + {cb} - {lo_b} * {den}, 0)")
-    w = emit(f"{{O}} = {offset} / {den}", [rb], rb.shape, t.dtype, name="Weight")
-    g0 = gather(t, lo, a)
-    g1 = gather(t, hi, a)
-    return emit("{O} = {0} * (1 - {2}) + {1} * {2}", [g0, g1, w], g0.shape, t.dtype,
+    offset = _cast_text(front.dtype, f"max({_linear_text(ca, cb, c)} - {{1}} * {den}, 0)")
+    w = emit(f"{{O}} = {offset} / {den}", [rng, lo], (m,), front.dtype, name="Weight")
+    w = reshape(w, (m,) + (1,) * (front.ndim - 1))
+    g0 = _gather_front(front, lo)
+    g1 = _gather_front(front, hi)
+    return emit("{O} = {0} * (1 - {2}) + {1} * {2}", [g0, g1, w], g0.shape, front.dtype,
                 name="Lerp")
 
 
@@ -1366,10 +1373,16 @@ def resize(x: Tensor, sizes: int | Sequence[int], axes: int | Sequence[int] | No
       dtype; integer tensors are converted to float32 first), ``x[lo] * (1 - w) + x[hi] *
       w`` (PyTorch's and TensorFlow 2's ``bilinear``).
 
-    Per resized axis (``c`` counts output positions, ``Range`` is ``c`` as a tensor)::
+    Per resized axis, moved to the front first (Tile's ``gather`` works on axis 0; the axes
+    are put back in order at the end); ``c`` is the output position (``index`` of a
+    ``Range`` tensor), all integer arithmetic exact in int64::
 
-        J = min(max((2 * n * c + n - m + m - 1) / (2 * m), 0), n - 1);   // nearest
-        O = gather(X, J);                              // moved to the front and back
+        J = min(max((4 * n * c + 2 * n - 1) / (4 * m), 0), n - 1);   // nearest, half_pixel
+        O = gather(X, J);
+        Lo = min(max((2 * n * c + n - m) / (2 * m), 0), n - 1);      // bilinear, half_pixel
+        Hi = min(Lo + 1, n - 1);                                      // (numerators shifted
+        W = as_float(max(2 * n * c + n - m - Lo * 2 * m, 0), 32) / (2 * m);  // to be >= 0)
+        O = gather(X, Lo) * (1 - W) + gather(X, Hi) * W;
     """
     t = _tensor(x, "resize")
     ms = _ints(sizes, "resize", "sizes", minimum=1)
@@ -1411,6 +1424,16 @@ def resize(x: Tensor, sizes: int | Sequence[int], axes: int | Sequence[int] | No
                             f"{', '.join(_COORDINATES)}")
     if mode == "bilinear":
         t = _float(t)
+    # each resized axis is moved to the front (Tile's gather works on axis 0); ``order``
+    # holds the original axis of each axis of ``t``, restored at the end
+    order = list(range(t.ndim))
     for a, m in zip(ax, ms):
-        t = _resize_axis(t, a, m, mode, coordinates, rounding)
-    return t
+        if t.shape[order.index(a)] == m:
+            continue
+        if t.shape[order.index(a)] == 0:
+            raise ArgumentError(f"resize: axis {a} of x {x.shape} is empty")
+        p = order.index(a)
+        t = transpose(t, [p, *[d for d in range(t.ndim) if d != p]])
+        order = [order[p], *[o for d, o in enumerate(order) if d != p]]
+        t = _resize_front(t, m, mode, coordinates, rounding)
+    return transpose(t, [order.index(d) for d in range(t.ndim)])
