@@ -8,6 +8,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -191,6 +192,8 @@ CASES = [
     Case("clip", ((4, 5),), lambda x: ops.clip(x, -1, 2), lambda x: np.clip(x, -1, 2), FI),
     Case("clip_tensor_bounds", ((4, 5), (5,)), lambda x, h: ops.clip(x, None, h),
          lambda x, h: np.minimum(x, h), FI),
+    Case("clip_wide_bounds", ((5,),), lambda x: ops.clip(x, -1000, 1000.0),
+         lambda x: x, ("int8", "float16")),
     Case("clip_lo_above_hi", ((4,),), lambda x: ops.clip(x, 3, 1),
          lambda x: np.clip(x, 3, 1), FI),
     Case("maximum", ((3, 4), (4,)), ops.maximum, np.maximum, ("float64", "int16")),
@@ -248,6 +251,8 @@ CASES = [
          ranges={1: (0, 7)}),
     Case("gather_last", ((3, 2, 7), (2, 3)), lambda x, i: ops.gather(x, i, axis=-1),
          lambda x, i: np.take(x, i, -1), FI, fixed={1: "int64"}, ranges={1: (-7, 7)}),
+    Case("gather_small_indices", ((200, 2), (5,)), lambda x, i: ops.gather(x, i),
+         lambda x, i: np.take(x, i, 0), FI, fixed={1: "int8"}, ranges={1: (-100, 100)}),
     Case("gather_clamps", ((5,), (6,)), lambda x, i: ops.gather(x, i),
          lambda x, i: x[np.clip(np.where(i < 0, i + 5, i), 0, 4)], FI, fixed={1: "int32"},
          ranges={1: (-20, 20)}),
@@ -632,3 +637,13 @@ def test_wrong_arguments_raise_typed_errors_naming_op_and_argument(
     with pytest.raises(error) as info:
         call()
     assert message in str(info.value)
+
+
+def test_docs_example_prints_what_the_page_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "ops_array.md").read_text()
+    code = text[text.index("```python\n") + 10:]
+    code = code[:code.index("```")]
+    shown = text[text.index("```tile\n") + 8:]
+    shown = shown[:shown.index("```")]
+    exec(compile(code, "ops_array.md", "exec"), {})
+    assert capsys.readouterr().out == shown + "\n"

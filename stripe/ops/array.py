@@ -562,12 +562,27 @@ def clip(x: Tensor, lo: Operand | None = None, hi: Operand | None = None) -> Ten
         raise ArgumentError("clip: lo and hi are both None")
     out = t
     if lo is not None:
-        out = _elementwise("clip", "{O} = max({0}, {1})", [(out, "x"), (lo, "lo")], None,
-                           "Clip")
+        out = _elementwise("clip", "{O} = max({0}, {1})",
+                           [(out, "x"), (_bound(lo, t.dtype, "lo"), "lo")], None, "Clip")
     if hi is not None:
-        out = _elementwise("clip", "{O} = min({0}, {1})", [(out, "x"), (hi, "hi")], None,
-                           "Clip")
+        out = _elementwise("clip", "{O} = min({0}, {1})",
+                           [(out, "x"), (_bound(hi, t.dtype, "hi"), "hi")], None, "Clip")
     return out
+
+
+def _bound(v: object, dtype: str, arg: str) -> object:
+    """A Python number bound of :func:`clip` as a constant of ``dtype`` when it is one
+    (integers clamped to the type's range, which clips the same), else unchanged."""
+    if isinstance(v, Tensor) or isinstance(v, (bool, np.bool_)) or \
+            not isinstance(v, numbers.Real):
+        return v
+    kind = _kind(dtype)
+    if kind == "float":
+        return constant(float(v), dtype)
+    if kind in ("int", "uint") and float(v).is_integer():
+        info = np.iinfo(to_dtype(dtype).np)
+        return constant(_pymin(_pymax(int(v), int(info.min)), int(info.max)), dtype)
+    return v
 
 
 # shape changes -------------------------------------------------------------------------
@@ -894,8 +909,10 @@ def gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
     if n == 0:
         raise ArgumentError(f"gather: axis {a} of x {t.shape} is empty")
     if _kind(ind.dtype) == "int":
-        ind = emit(f"{{O}} = {{0}} < 0 ? {{0}} + {n} : {{0}}", [ind], ind.shape, ind.dtype,
-                   name="Index")
+        if n > np.iinfo(to_dtype(ind.dtype).np).max:
+            ind = cast(ind, "int64")
+        ind = emit("{O} = {0} < 0 ? {0} + {1} : {0}", [ind, constant(n, ind.dtype)], ind.shape,
+                   ind.dtype, name="Index")
     return _from_front(_gather_front(_to_front(t, a), ind), a, ind.ndim)
 
 
