@@ -151,6 +151,26 @@ def _kind(dtype: str) -> str:
     return "int" if d.is_signed else "uint"
 
 
+def _typed_value(v: object, dtype: str, op: str, arg: str) -> int | float | bool:
+    """The Python number ``v`` checked to be a value of ``dtype`` (an integer within the
+    type's range for integer types, 0/1 or a bool for bool; any number for floats)."""
+    if not isinstance(v, (numbers.Real, np.bool_)) or isinstance(v, complex):
+        raise ArgumentTypeError(f"{op}: {arg} must be a number, got {type(v).__name__}")
+    kind = _kind(dtype)
+    if kind == "float":
+        return float(v)
+    if not float(v).is_integer():
+        raise ArgumentError(f"{op}: {arg} {v!r} is not a {dtype} value")
+    if kind == "bool":
+        if int(v) not in (0, 1):
+            raise ArgumentError(f"{op}: {arg} {v!r} is not a bool value (0 or 1)")
+        return bool(v)
+    info = np.iinfo(to_dtype(dtype).np)
+    if not info.min <= int(v) <= info.max:
+        raise ArgumentError(f"{op}: {arg} {v!r} does not fit {dtype} ({info.min}..{info.max})")
+    return int(v)
+
+
 def _operand(v: object, op: str, arg: str) -> Tensor:
     """A Tensor, or a Python number as a weak literal."""
     if isinstance(v, Tensor):
@@ -1083,13 +1103,7 @@ def pad(x: Tensor, pad_width: int | Sequence[int] | Sequence[Sequence[int]],
         if zero:
             return emit(f"{_out(oidx, sizes)} = =({_ref(0, idx)})", [t], sizes, t.dtype,
                         name="Pad")
-        if _kind(t.dtype) in ("int", "uint", "bool") and not (
-                float(value).is_integer() or isinstance(value, (bool, np.bool_))):
-            raise ArgumentError(f"pad: value {value!r} is not a {t.dtype} value")
-        try:
-            fill = _fill(value, sizes, t.dtype, "Fill")
-        except StripeError as e:
-            raise ArgumentError(f"pad: value: {e}") from None
+        fill = _fill(_typed_value(value, t.dtype, "pad", "value"), sizes, t.dtype, "Fill")
         return emit(f"{_out(oidx, sizes)} = =({_ref(0, idx)}) default {{1}}", [t, fill],
                     sizes, t.dtype, name="Pad")
     out = t
@@ -1231,13 +1245,7 @@ def one_hot(indices: Tensor, depth: int, axis: int = -1, dtype: str = "float32",
     name = _dtype(dtype, "one_hot")
     vals = []
     for arg, v in (("on_value", on_value), ("off_value", off_value)):
-        if not isinstance(v, (numbers.Real, np.bool_)) or isinstance(v, complex):
-            raise ArgumentTypeError(f"one_hot: {arg} must be a number, got "
-                                    f"{type(v).__name__}")
-        try:
-            vals.append(constant(v, name))
-        except StripeError as e:
-            raise ArgumentError(f"one_hot: {arg}: {e}") from None
+        vals.append(constant(_typed_value(v, name, "one_hot", arg), name))
     r = _arange_like(ind.ndim + 1, a, d)
     u = unsqueeze(ind, a)
     shape = list(ind.shape)
