@@ -103,13 +103,13 @@ def convert(proto: object, graph: Graph) -> None:
     if proto.domain not in ("", "ai.onnx"):  # type: ignore[attr-defined]
         raise node.error(f"domain {proto.domain!r} is not supported")  # type: ignore
     fn = HANDLERS.get(node.op)
-    if fn is None and node.op not in ("Constant",):
-        raise node.error("operator not supported")
     inputs = [node.value(k) if node.has(k) else None for k in range(len(node.input_names))]
     if node.op not in _NOT_FOLDED and node.op != "Constant" and inputs and all(
             v is None or isinstance(v, np.ndarray) for v in inputs) and \
             any(v is not None for v in inputs):
         outs = _fold(node, inputs)
+    elif fn is None and node.op != "Constant":
+        raise node.error("operator not supported")
     else:
         try:
             result = _constant(node) if node.op == "Constant" else fn(node)  # type: ignore
