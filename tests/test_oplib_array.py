@@ -14,7 +14,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 from conftest import runnable_configs
-from hypothesis import settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ops_catalog import random_array
 
 import stripe
@@ -652,3 +653,123 @@ def test_docs_example_prints_what_the_page_shows(capsys: pytest.CaptureFixture[s
     shown = shown[:shown.index("```")]
     exec(compile(code, "ops_array.md", "exec"), {})
     assert capsys.readouterr().out == shown + "\n"
+
+
+# properties against numpy on drawn shapes and arguments ----------------------------------
+
+PROPERTY = settings(max_examples=400 if LONG else 25, deadline=None, derandomize=not LONG,
+                    database=None, suppress_health_check=list(HealthCheck))
+shapes = st.lists(st.integers(0, 5), min_size=1, max_size=3).map(tuple)
+
+
+def _arange(shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
+    return (np.arange(int(np.prod(shape))) - 3).astype(dtype).reshape(shape)
+
+
+@st.composite
+def _index_keys(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[object, ...]]:
+    shape = draw(shapes)
+    items: list[object] = []
+    axis = 0
+    ellipsis = False
+    while axis < len(shape) and draw(st.booleans()):
+        n = shape[axis]
+        kind = draw(st.sampled_from(["int", "slice", "none", "ellipsis"]))
+        if kind == "int" and n > 0:
+            items.append(draw(st.integers(-n, n - 1)))
+            axis += 1
+        elif kind == "none":
+            items.append(None)
+        elif kind == "ellipsis" and not ellipsis:
+            items.append(Ellipsis)
+            ellipsis = True
+            axis = len(shape) - draw(st.integers(0, len(shape) - axis))
+        else:
+            bound = st.none() | st.integers(-7, 7)
+            step = st.none() | st.integers(-3, 3).filter(bool)
+            items.append(slice(draw(bound), draw(bound), draw(step)))
+            axis += 1
+    return shape, tuple(items)
+
+
+@PROPERTY
+@given(_index_keys())
+def test_getitem_matches_numpy(case: tuple[tuple[int, ...], tuple[object, ...]]) -> None:
+    shape, key = case
+    x = ops.input("X", shape)
+    a = _arange(shape)
+    want = a[key]
+    y = x[key]
+    assert y.shape == want.shape
+    if y is x:
+        assert want.shape == a.shape
+        return
+    np.testing.assert_array_equal(run(ops.function({"Y": y}), {"X": a})["Y"], want)
+
+
+@PROPERTY
+@given(shapes, st.data())
+def test_reductions_match_numpy(shape: tuple[int, ...], data: st.DataObject) -> None:
+    axes = data.draw(st.none() | st.lists(st.integers(0, len(shape) - 1), unique=True))
+    keep = data.draw(st.booleans())
+    x = ops.input("X", shape, "int32")
+    a = _arange(shape, "int32") * np.int32(7) % np.int32(5)
+    ax = None if axes is None else tuple(axes)
+    outs = {"S": ops.sum(x, ax, keep), "P": ops.prod(x, ax, keep), "Y": ops.any(x, ax, keep)}
+    full = all(shape[d] for d in (range(len(shape)) if ax is None else ax))
+    if full:
+        outs["M"] = ops.max(x, ax, keep)
+    if full and axes is not None and len(axes) == 1:
+        outs["A"] = ops.argmin(x, axes[0], keep)
+    got = run(ops.function(outs), {"X": a})
+    np.testing.assert_array_equal(got["S"], a.sum(ax, keepdims=keep, dtype=np.int32))
+    np.testing.assert_array_equal(got["P"], a.prod(ax, keepdims=keep, dtype=np.int32))
+    np.testing.assert_array_equal(got["Y"], a.astype(bool).any(ax, keepdims=keep))
+    if "M" in got:
+        np.testing.assert_array_equal(got["M"], a.max(ax, keepdims=keep))
+    if "A" in got:
+        np.testing.assert_array_equal(got["A"], a.argmin(axes[0], keepdims=keep))
+
+
+@PROPERTY
+@given(shapes.filter(all), st.data())
+def test_pad_matches_numpy(shape: tuple[int, ...], data: st.DataObject) -> None:
+    mode = data.draw(st.sampled_from(["constant", "reflect", "symmetric", "edge"]))
+    limit = {"constant": 4, "edge": 4, "symmetric": min(shape), "reflect": min(shape) - 1}[mode]
+    widths = data.draw(st.lists(st.tuples(st.integers(0, limit), st.integers(0, limit)),
+                                min_size=len(shape), max_size=len(shape)))
+    value = data.draw(st.integers(-3, 3)) if mode == "constant" else 0
+    x = ops.input("X", shape)
+    a = _arange(shape)
+    y = ops.pad(x, widths, mode, value=value)
+    kw = {"constant_values": value} if mode == "constant" else {}
+    want = np.pad(a, widths, mode, **kw)
+    got = a if y is x else run(ops.function({"Y": y}), {"X": a})["Y"]
+    np.testing.assert_array_equal(got, want)
+
+
+@PROPERTY
+@given(shapes, st.data())
+def test_shape_ops_match_numpy(shape: tuple[int, ...], data: st.DataObject) -> None:
+    rank = len(shape)
+    perm = data.draw(st.permutations(range(rank)))
+    reps = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=4))
+    rep = data.draw(st.integers(0, 3))
+    axis = data.draw(st.integers(-rank, rank - 1))
+    other = list(shape)
+    other[axis] = data.draw(st.integers(0, 3))
+    exclusive = data.draw(st.booleans())
+    x = ops.input("X", shape)
+    z = ops.input("Z", tuple(other))
+    a, b = _arange(shape), _arange(tuple(other)) + 100
+    outs = {"T": ops.transpose(x, perm), "L": ops.tile(x, reps), "R": ops.repeat(x, rep, axis),
+            "C": ops.concatenate([x, z, x], axis), "F": ops.flip(x, axis),
+            "K": ops.cumsum(x, axis, exclusive=exclusive)}
+    fn = ops.function(outs)
+    got = run(fn, {k: v for k, v in {"X": a, "Z": b}.items() if k in fn.inputs})
+    np.testing.assert_array_equal(got["T"], a.transpose(perm))
+    np.testing.assert_array_equal(got["L"], np.tile(a, reps))
+    np.testing.assert_array_equal(got["R"], np.repeat(a, rep, axis))
+    np.testing.assert_array_equal(got["C"], np.concatenate([a, b, a], axis))
+    np.testing.assert_array_equal(got["F"], np.flip(a, axis))
+    np.testing.assert_array_equal(got["K"], np.cumsum(a, axis) - (a if exclusive else 0))
