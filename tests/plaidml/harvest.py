@@ -97,12 +97,20 @@ class In:
         self.name, self.shape, self.dtype, self.lo, self.hi = name, shape, dtype, lo, hi
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
-        dt = np.dtype(self.dtype)
+        dt = _dtype(self.dtype)
         if dt == np.bool_:
             return rng.integers(0, 2, self.shape).astype(np.bool_)
         if dt.kind in "iu":
             return rng.integers(int(self.lo), int(self.hi), self.shape).astype(dt)
         return rng.uniform(self.lo, self.hi, self.shape).astype(dt)
+
+
+def _dtype(name: str) -> np.dtype:
+    """numpy's dtype of that name; ``bfloat16`` is ml_dtypes'."""
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
 Case = tuple[str, list[In], Callable[..., Any]]
@@ -263,7 +271,85 @@ def op_cases() -> list[Case]:
         ("value_mixed_int_float", [In("A", (3, 5)), In("N", (3, 5), "int32", -3, 3)],
          lambda A, N: A * N),
         ("shape_of", x235, lambda X: op.shape_of(X)),
+        # more calls: padding modes, ranks and layouts not covered above
+        ("average_pool_2d_same_lower", [In("I", (1, 2, 6, 7))],
+         lambda I: op.average_pool(I, (3, 2), (2, 3), padding=AP.SAME_LOWER)),
+        ("max_pool_3d_same", [In("I", (1, 5, 4, 5, 2))],
+         lambda I: op.max_pool(I, (2, 3, 2), (2, 2, 1), padding=AP.SAME_UPPER,
+                               data_format=PF.NXC)),
+        ("conv1d_same_strided", [In("I", (2, 10, 3)), In("K", (4, 3, 2))],
+         lambda I, K: op.convolution(I, K, **NHWC, strides=(3,), padding=AP.SAME_UPPER)),
+        ("conv2d_nchw_grouped", [In("I", (1, 4, 6, 5)), In("K", (6, 2, 3, 2))],
+         lambda I, K: op.convolution(I, K, padding=AP.SAME_UPPER, group=2,
+                                     data_format=CF.CHANNELS_FIRST,
+                                     kernel_format=KF.CHANNELS_FIRST,
+                                     grouping=op.ConvolutionGrouping.EXPLICIT,
+                                     group_format=op.GroupedChannelFormat.FullOutGroupIn)),
+        ("conv_transpose1d", [In("I", (1, 5, 2)), In("K", (3, 3, 2))],
+         lambda I, K: op.convolution_transpose(
+             I, K, (1, 11, 3), (2,), AP.VALID, CF.CHANNELS_LAST, KF.CHANNELS_LAST)),
+        ("slice_tensor_negative", x235,
+         lambda X: op.slice_tensor(X, axes=[2], starts=[-4], ends=[-1])),
+        ("cumulative_sum_3d", x235, lambda X: op.cumulative_sum(X, axis=2)),
+        ("pow_tensor", [In("X", (3, 5), lo=0.5, hi=2.0), In("P", (3, 5), lo=-1.0, hi=2.0)],
+         lambda X, P: op.pow(X, P)),
+        ("mean_int", [In("X", (3, 5), "int32", -9, 9)], lambda X: op.mean(X, axes=(1,))),
+        ("prod_int", [In("X", (3, 4), "int32", -3, 4)], lambda X: op.prod(X, axes=(0,))),
+        ("max_reduce_int8", [In("X", (3, 5), "int8", -100, 100)],
+         lambda X: op.max_reduce(X, axes=(1,))),
+        ("gemm_no_broadcast", [In("A", (3, 5)), In("B", (5, 4)), In("C", (3, 4))],
+         lambda A, B, C: op.gemm(A, B, C, broadcast=False)),
+        ("matmul_broadcast", [In("A", (2, 1, 3, 5)), In("B", (3, 5, 4))],
+         lambda A, B: op.matmul(A, B)),
+        ("concatenate_int", [In("A", (2, 3), "int32", -5, 5), In("B", (2, 2), "int32", -5, 5)],
+         lambda A, B: op.concatenate([A, B], axis=-1)),
+        ("gather_int", [In("V", (5,), "int32", -9, 9), In("I", (2, 2), "int32", 0, 5)],
+         lambda V, I: op.gather(V, I)),
+        ("value_scalar_int", [In("A", (3, 5))], lambda A: A * 2 + 1),
+        ("value_rank0_int_input", [In("A", (3, 5)), In("N", (), "int32", 1, 5)],
+         lambda A, N: A * N),
+        ("value_rank0_float_input", [In("A", (2, 3), "int32", -5, 5), In("S", ())],
+         lambda A, S: A + S),
     ]
+    cases += dtype_cases()
+    return cases
+
+
+def dtype_cases() -> list[Case]:
+    """Element types other than float32/int32: arithmetic, promotion, reductions, casts."""
+    cases: list[Case] = []
+    ranges = {"int8": (-60, 60), "int16": (-300, 300), "int64": (-10**6, 10**6),
+              "uint8": (0, 120), "uint16": (0, 30000), "uint32": (0, 10**6),
+              "uint64": (0, 10**6), "float16": (-4, 4), "bfloat16": (-4, 4),
+              "float64": (-4, 4), "bool": (0, 2)}
+    for dt, (lo, hi) in ranges.items():
+        a, b = In("A", (3, 5), dt, lo, hi), In("B", (5,), dt, lo, hi)
+        if dt != "bool":
+            cases.append((f"dt_{dt}_add_mul", [a, b], lambda A, B: A + B * B))
+            cases.append((f"dt_{dt}_sum", [a], lambda A: op.summation(A, axes=(1,))))
+            cases.append((f"dt_{dt}_max_keepdims", [a],
+                          lambda A: op.max_reduce(A, axes=(0,), keepdims=True)))
+        cases.append((f"dt_{dt}_compare", [a, b], lambda A, B: A < B))
+        cases.append((f"dt_{dt}_with_float32", [a, In("F", (5,))], lambda A, F: A * F))
+        cases.append((f"dt_{dt}_with_int32", [a, In("I", (3, 1), "int32", 0, 9)],
+                      lambda A, I: A + I))
+        cases.append((f"dt_{dt}_to_float32", [a], lambda A: op.cast(A, DT.FLOAT32)))
+    for dt in ("float16", "bfloat16", "float64"):
+        cases.append((f"dt_{dt}_exp_tanh", [In("A", (3, 5), dt, -3, 3)],
+                      lambda A: op.exp(A) - op.tanh(A)))
+        cases.append((f"dt_{dt}_softmax", [In("A", (3, 5), dt, -3, 3)],
+                      lambda A: op.softmax(A, axis=1)))
+        cases.append((f"dt_{dt}_matmul", [In("A", (3, 5), dt), In("B", (5, 4), dt)],
+                      lambda A, B: op.matmul(A, B)))
+    for target in (DT.INT8, DT.INT16, DT.INT64, DT.UINT16, DT.UINT32, DT.UINT64,
+                   DT.BFLOAT16):
+        nm = target.name.lower()
+        cases.append((f"cast_{nm}", [In("X", (3, 5), lo=-1000, hi=1000)],
+                      lambda X, t=target: op.cast(X, t)))
+    cases.append(("cast_uint8_wraps", [In("X", (3, 5), "int32", -300, 300)],
+                  lambda X: op.cast(X, DT.UINT8)))
+    cases.append(("cast_int8_from_float_negative", [In("X", (3, 5), lo=-100, hi=100)],
+                  lambda X: op.cast(X, DT.INT8)))
     return cases
 
 
@@ -383,7 +469,7 @@ class Runner:
     def read(self, t: Any) -> np.ndarray:
         shape = t.shape
         dims = tuple(d.size for d in shape.dimensions)
-        arr = np.zeros(dims, tile.convert_pml_dtype_to_np(shape.dtype))
+        arr = np.zeros(dims, _dtype(tile.convert_pml_dtype_to_np(shape.dtype)))
         with t.mmap_current() as view:
             view.copy_to_ndarray(arr)
         return arr
@@ -601,6 +687,12 @@ def _unique(label: str, corpus: Corpus) -> str:
     return out
 
 
+def _storable(arr: np.ndarray) -> np.ndarray:
+    """npz keeps numpy's own dtypes only: a bfloat16 array is stored as its uint16 bits (the
+    index says bfloat16)."""
+    return arr.view(np.uint16) if arr.dtype.name == "bfloat16" else arr
+
+
 def write(corpus: Corpus, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     index = {
@@ -610,7 +702,7 @@ def write(corpus: Corpus, out: Path) -> None:
     }
     (out / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
     buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: corpus.arrays[k] for k in sorted(corpus.arrays)})
+    np.savez_compressed(buf, **{k: _storable(corpus.arrays[k]) for k in sorted(corpus.arrays)})
     (out / "arrays.npz").write_bytes(buf.getvalue())
 
 
