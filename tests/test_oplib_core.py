@@ -222,3 +222,28 @@ def test_equal_and_precedence_of_inlined_expressions():
     assert outs["C"].tolist() == (-(xs * ys) - -xs).tolist()
     assert outs["D"].tolist() == ((xs < ys) == (ys < xs)).tolist()
     assert "B = X - Y - (Y - X) * (X + 1);" in fn.source
+
+
+def test_docs_ops_md_example_is_what_function_prints():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "ops.md").read_text()
+    code = text[text.index("```python\n") + 10:]
+    code = code[:code.index("print(fn)")]
+    scope: dict[str, object] = {}
+    exec(code, scope)  # the example's own statements
+    shown = text[text.index("```tile\n") + 8:]
+    shown = shown[:shown.index("```")]
+    assert str(scope["fn"]) == shown
+    # the example of writing a new op
+    block = text[text.index("def outer("):]
+    scope2: dict[str, object] = {"ops": ops}
+    exec(block[:block.index("```")], scope2)
+    a = ops.input("A", (3,))
+    b = ops.input("B", (4,), "float64")
+    fn = ops.function({"O": scope2["outer"](a, b), "C": scope2["cube"](a)})
+    av = np.array([1, 2, 3], np.float32)
+    bv = np.array([1, -1, 0.5, 2])
+    outs = run(fn, {"A": av, "B": bv})
+    np.testing.assert_allclose(outs["O"], np.outer(av, bv))
+    np.testing.assert_allclose(outs["C"], av ** 3)

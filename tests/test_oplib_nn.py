@@ -1,0 +1,528 @@
+"""stripe.ops neural-network ops against numpy: every op on odd shapes in two dtypes through
+the interpreter; all of them in one function through cpu_generic, the host's CPU config and
+npu_example; the IR of a conv + bias + relu built with ops equals hand-written Tile's."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+import stripe
+from stripe import ops
+from stripe.codegen.c_emitter import emit_c
+from stripe.errors import ArgumentError, ArgumentTypeError
+
+LONG = settings._current_profile == "long"
+
+
+# numpy references ------------------------------------------------------------------------------
+
+def same_pads(sizes, kernel, strides, lower=False):
+    out = []
+    for x, k, s in zip(sizes, kernel, strides):
+        total = max(0, (math.ceil(x / s) - 1) * s + k - x)
+        lo = (total + 1) // 2 if lower else total // 2
+        out.append((lo, total - lo))
+    return out
+
+
+def conv_ref(x, w, strides, dilations, pads, groups=1):
+    """Channels-last data, HWIO weights."""
+    rank = x.ndim - 2
+    xp = np.pad(x, [(0, 0), *pads, (0, 0)])
+    ksp = w.shape[:rank]
+    cig, co = w.shape[-2:]
+    cog = co // groups
+    eff = [(k - 1) * d + 1 for k, d in zip(ksp, dilations)]
+    osp = [(xp.shape[1 + i] - eff[i]) // strides[i] + 1 for i in range(rank)]
+    acc = np.zeros((x.shape[0], *osp, co), np.result_type(x, w))
+    for kk in itertools.product(*(range(k) for k in ksp)):
+        sl = tuple(slice(kk[i] * dilations[i],
+                         kk[i] * dilations[i] + strides[i] * (osp[i] - 1) + 1, strides[i])
+                   for i in range(rank))
+        patch = xp[(slice(None), *sl, slice(None))]
+        for g in range(groups):
+            acc[..., g * cog:(g + 1) * cog] += \
+                patch[..., g * cig:(g + 1) * cig] @ w[kk][:, g * cog:(g + 1) * cog]
+    return acc
+
+
+def conv_t_ref(x, w, strides, dilations, lo, out_sp):
+    """Channels-last ``x``, ``w`` (K..., CO, CX): the adjoint of conv_ref."""
+    rank = x.ndim - 2
+    ksp = w.shape[:rank]
+    out = np.zeros((x.shape[0], *out_sp, w.shape[-2]), np.result_type(x, w))
+    for xs in itertools.product(*(range(n) for n in x.shape[1:-1])):
+        for kk in itertools.product(*(range(k) for k in ksp)):
+            pos = tuple(strides[i] * xs[i] + dilations[i] * kk[i] - lo[i] for i in range(rank))
+            if all(0 <= p < n for p, n in zip(pos, out_sp)):
+                out[(slice(None), *pos, slice(None))] += x[(slice(None), *xs, slice(None))] \
+                    @ w[kk].T
+    return out
+
+
+def pool_ref(x, k, s, pads, mode, include_pad=False):
+    """Channels-last; ``mode`` "max" or "avg"; only in-bounds elements take part."""
+    rank = x.ndim - 2
+    sp = x.shape[1:-1]
+    osp = [(sp[i] + pads[i][0] + pads[i][1] - k[i]) // s[i] + 1 for i in range(rank)]
+    fdt = x.dtype if x.dtype.kind == "f" else np.float32
+    out = np.zeros((x.shape[0], *osp, x.shape[-1]), x.dtype if mode == "max" else fdt)
+    for o in itertools.product(*(range(n) for n in osp)):
+        lo = [o[i] * s[i] - pads[i][0] for i in range(rank)]
+        sl = tuple(slice(max(lo[i], 0), min(lo[i] + k[i], sp[i])) for i in range(rank))
+        win = x[(slice(None), *sl, slice(None))].reshape(x.shape[0], -1, x.shape[-1])
+        if mode == "max":
+            out[(slice(None), *o, slice(None))] = win.max(1)
+        else:
+            n = math.prod(k) if include_pad else win.shape[1]
+            out[(slice(None), *o, slice(None))] = win.astype(np.float64).sum(1) / n
+    return out
+
+
+def softmax_ref(x, axis):
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def norm_ref(x, axes, eps):
+    m = x.mean(axes, keepdims=True)
+    v = ((x - m) ** 2).mean(axes, keepdims=True)
+    return (x - m) / np.sqrt(v + eps)
+
+
+def group_norm_ref(x, groups, eps):
+    n, c = x.shape[0], x.shape[-1]
+    xg = x.reshape(n, -1, groups, c // groups)
+    return norm_ref(xg, (1, 3), eps).reshape(x.shape)
+
+
+_erf = np.vectorize(math.erf)
+
+
+# cases: each builds ops on inputs named with a prefix and returns numpy references -----------
+
+Case = Callable[[np.random.Generator, str, str], tuple[dict, dict, dict]]
+CASES: dict[str, tuple[Case, tuple[str, ...]]] = {}
+
+
+def case(*dtypes: str):
+    def register(fn: Case) -> Case:
+        CASES[fn.__name__.removeprefix("case_")] = (fn, dtypes)
+        return fn
+    return register
+
+
+def arr(rng, shape, dtype, lo=-2.0, hi=2.0):
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(int(lo) - 1, int(hi) + 2, shape).astype(dtype)
+    return rng.uniform(lo, hi, shape).astype(dtype)
+
+
+def inputs(p, rng, dtype, **shapes):
+    arrays = {f"{p}{k}": arr(rng, s, dtype) for k, s in shapes.items()}
+    return arrays, {k: ops.input(f"{p}{k}", s, dtype) for k, s in shapes.items()}
+
+
+@case("float32", "float64", "int32")
+def case_conv2d(rng, dt, p):
+    a, t = inputs(p, rng, dt, X=(2, 7, 6, 3), W=(3, 2, 3, 5), B=(5,))
+    outs = {
+        f"{p}Same": ops.relu(ops.conv(t["X"], t["W"], padding="same") + t["B"]),
+        f"{p}Strided": ops.conv(t["X"], t["W"], strides=(2, 3), padding=[(1, 0), (2, 1)]),
+        f"{p}Dil": ops.conv(t["X"], t["W"], dilations=2, strides=2, padding="same_lower"),
+    }
+    x, w = a[f"{p}X"], a[f"{p}W"]
+    refs = {
+        f"{p}Same": np.maximum(conv_ref(x, w, (1, 1), (1, 1), same_pads((7, 6), (3, 2), (1, 1)))
+                               + a[f"{p}B"], 0),
+        f"{p}Strided": conv_ref(x, w, (2, 3), (1, 1), [(1, 0), (2, 1)]),
+        f"{p}Dil": conv_ref(x, w, (2, 2), (2, 2), same_pads((7, 6), (5, 3), (2, 2), True)),
+    }
+    return a, outs, refs
+
+
+@case("float32", "float64")
+def case_conv_nchw_groups(rng, dt, p):
+    a, t = inputs(p, rng, dt, X=(1, 6, 5, 7), W=(4, 3, 3, 1), X1=(2, 4, 9), W1=(3, 1, 8),
+                  X3=(1, 4, 3, 5, 2), W3=(2, 2, 3, 2, 4))
+    outs = {
+        # NCHW with OIHW weights, 2 groups: 6 channels in, 4 out
+        f"{p}G": ops.conv(t["X"], t["W"], groups=2, padding=1, data_format="NCHW"),
+        # 1-D, channels-first data with a WIO kernel, depthwise (4 groups of 1 channel)
+        f"{p}D1": ops.conv(t["X1"], t["W1"], groups=4, strides=2, data_format="NCW",
+                           kernel_format="WIO"),
+        # 3-D NDHWC
+        f"{p}C3": ops.conv(t["X3"], t["W3"], padding="same"),
+    }
+    x = a[f"{p}X"].transpose(0, 2, 3, 1)
+    w = a[f"{p}W"].transpose(2, 3, 1, 0)
+    x1 = a[f"{p}X1"].transpose(0, 2, 1)
+    refs = {
+        f"{p}G": conv_ref(x, w, (1, 1), (1, 1), [(1, 1), (1, 1)], 2).transpose(0, 3, 1, 2),
+        f"{p}D1": conv_ref(x1, a[f"{p}W1"], (2,), (1,), [(0, 0)], 4).transpose(0, 2, 1),
+        f"{p}C3": conv_ref(a[f"{p}X3"], a[f"{p}W3"], (1, 1, 1), (1, 1, 1),
+                           same_pads((4, 3, 5), (2, 2, 3), (1, 1, 1))),
+    }
+    return a, outs, refs
+
+
+@case("float32", "int32")
+def case_depthwise(rng, dt, p):
+    a, t = inputs(p, rng, dt, X=(2, 5, 6, 3), W=(3, 3, 3, 2))
+    outs = {f"{p}DW": ops.depthwise_conv(t["X"], t["W"], strides=(1, 2), padding="same")}
+    w = a[f"{p}W"].reshape(3, 3, 1, 6)
+    refs = {f"{p}DW": conv_ref(a[f"{p}X"], w, (1, 2), (1, 1),
+                               same_pads((5, 6), (3, 3), (1, 2)), 3)}
+    return a, outs, refs
+
+
+@case("float32", "float64")
+def case_conv_transpose(rng, dt, p):
+    a, t = inputs(p, rng, dt, X=(2, 3, 4, 5), W=(3, 2, 4, 5), X1=(1, 3, 5), W1=(3, 2, 4))
+    outs = {
+        f"{p}T": ops.conv_transpose(t["X"], t["W"], strides=2, padding="same"),
+        f"{p}TV": ops.conv_transpose(t["X"], t["W"], strides=(2, 1), dilations=(1, 2)),
+        f"{p}T1": ops.conv_transpose(t["X1"], t["W1"], strides=3, padding=1,
+                                     data_format="NCW", output_shape=(15,)),
+    }
+    x, w = a[f"{p}X"], a[f"{p}W"]
+    lo = [p_[0] for p_ in same_pads((6, 8), (3, 2), (2, 2))]
+    x1 = a[f"{p}X1"].transpose(0, 2, 1)
+    w1 = a[f"{p}W1"].transpose(2, 1, 0)  # OIW (O = x's channels) -> WIO
+    refs = {
+        f"{p}T": conv_t_ref(x, w, (2, 2), (1, 1), lo, (6, 8)),
+        f"{p}TV": conv_t_ref(x, w, (2, 1), (1, 2), (0, 0), (7, 6)),
+        f"{p}T1": conv_t_ref(x1, w1, (3,), (1,), (1,), (15,)).transpose(0, 2, 1),
+    }
+    return a, outs, refs
+
+
+@case("float32", "float64", "int32")
+def case_pool(rng, dt, p):
+    a, t = inputs(p, rng, dt, X=(2, 7, 5, 3), X1=(1, 2, 9))
+    x = a[f"{p}X"]
+    outs = {
+        f"{p}MaxS": ops.max_pool(t["X"], 3, strides=2, padding="same"),
+        f"{p}MaxV": ops.max_pool(t["X"], (2, 3), strides=(3, 1)),
+        f"{p}AvgS": ops.avg_pool(t["X"], 3, strides=2, padding="same"),
+        f"{p}AvgE": ops.avg_pool(t["X"], (2, 2), strides=1, padding=[(1, 1), (0, 1)]),
+        f"{p}AvgI": ops.avg_pool(t["X"], 3, strides=2, padding="same",
+                                 count_include_pad=True),
+        f"{p}Avg1": ops.avg_pool(t["X1"], 4, strides=2, padding="same",
+                                 data_format="channels_first"),
+    }
+    sp = same_pads((7, 5), (3, 3), (2, 2))
+    refs = {
+        f"{p}MaxS": pool_ref(x, (3, 3), (2, 2), sp, "max"),
+        f"{p}MaxV": pool_ref(x, (2, 3), (3, 1), [(0, 0), (0, 0)], "max"),
+        f"{p}AvgS": pool_ref(x, (3, 3), (2, 2), sp, "avg"),
+        f"{p}AvgE": pool_ref(x, (2, 2), (1, 1), [(1, 1), (0, 1)], "avg"),
+        f"{p}AvgI": pool_ref(x, (3, 3), (2, 2), sp, "avg", include_pad=True),
+        f"{p}Avg1": pool_ref(a[f"{p}X1"].transpose(0, 2, 1), (4,), (2,),
+                             same_pads((9,), (4,), (2,)), "avg").transpose(0, 2, 1),
+    }
+    return a, outs, refs
+
+
+@case("float32", "float64", "int32")
+def case_matmul(rng, dt, p):
+    a, t = inputs(p, rng, dt, A=(5, 3), B=(3, 7), C=(2, 1, 5, 3), D=(4, 3, 2), V=(3,),
+                  W=(3, 4), Bias=(4,))
+    outs = {
+        f"{p}MM": ops.matmul(t["A"], t["B"]),
+        f"{p}BMM": ops.matmul(t["C"], t["D"]),
+        f"{p}MV": ops.matmul(t["A"], t["V"]),
+        f"{p}VM": ops.matmul(t["V"], t["B"]),
+        f"{p}VV": ops.matmul(t["V"], t["V"]),
+        f"{p}Dense": ops.dense(t["A"], t["W"], t["Bias"], activation=ops.relu),
+    }
+    g = {k.removeprefix(p): v for k, v in a.items()}
+    refs = {
+        f"{p}MM": g["A"] @ g["B"], f"{p}BMM": g["C"] @ g["D"], f"{p}MV": g["A"] @ g["V"],
+        f"{p}VM": g["V"] @ g["B"], f"{p}VV": np.asarray(g["V"] @ g["V"]),
+        f"{p}Dense": np.maximum(g["A"] @ g["W"] + g["Bias"], 0),
+    }
+    return a, outs, refs
+
+
+@case("float32", "float64")
+def case_softmax(rng, dt, p):
+    a, t = inputs(p, rng, dt, X=(3, 5, 4))
+    a[f"{p}X"] = (a[f"{p}X"] * 300).astype(dt)  # large values: the max is subtracted
+    x = a[f"{p}X"]
+    outs = {f"{p}S": ops.softmax(t["X"]), f"{p}S1": ops.softmax(t["X"], axis=1),
+            f"{p}L": ops.log_softmax(t["X"], axis=0)}
+    ls = x - x.max(0, keepdims=True)
+    refs = {f"{p}S": softmax_ref(x, -1), f"{p}S1": softmax_ref(x, 1),
+            f"{p}L": ls - np.log(np.exp(ls).sum(0, keepdims=True))}
+    return a, outs, refs
+
+
+@case("float32", "float64")
+def case_norms(rng, dt, p):
+    a, t = inputs(p, rng, dt, X=(3, 4, 5, 6), M=(6,), V=(6,), G=(6,), O=(6,), XC=(2, 6, 3))
+    a[f"{p}V"] = np.abs(a[f"{p}V"]) + 0.1
+    g = {k.removeprefix(p): v for k, v in a.items()}
+    outs = {
+        f"{p}BNI": ops.batch_norm(t["X"], t["M"], t["V"], t["O"], t["G"], epsilon=0.01),
+        f"{p}BNT": ops.batch_norm(t["X"], epsilon=0.001),
+        f"{p}BNC": ops.batch_norm(t["XC"], scale=t["G"], axis=1),
+        f"{p}LN": ops.layer_norm(t["X"], axes=(2, 3), scale=t["G"], offset=t["O"]),
+        f"{p}GN": ops.group_norm(t["X"], 3, t["G"], t["O"]),
+        f"{p}GN1": ops.group_norm(t["XC"], 2, axis=1),
+    }
+    x = g["X"]
+    refs = {
+        f"{p}BNI": (x - g["M"]) / np.sqrt(g["V"] + 0.01) * g["G"] + g["O"],
+        f"{p}BNT": norm_ref(x, (0, 1, 2), 0.001),
+        f"{p}BNC": norm_ref(g["XC"], (0, 2), 0.001) * g["G"][:, None],
+        f"{p}LN": norm_ref(x, (2, 3), 1e-5) * g["G"] + g["O"],
+        f"{p}GN": group_norm_ref(x, 3, 1e-5) * g["G"] + g["O"],
+        f"{p}GN1": group_norm_ref(g["XC"].transpose(0, 2, 1), 2, 1e-5).transpose(0, 2, 1),
+    }
+    return a, outs, refs
+
+
+@case("float32", "float64")
+def case_activations(rng, dt, p):
+    a, t = inputs(p, rng, dt, X=(3, 7))
+    a[f"{p}X"][0, :] = [-60, -5, -1e-3, 0, 1e-3, 5, 60]
+    a[f"{p}P"] = np.abs(a[f"{p}X"]) + 0.25
+    t["P"] = ops.input(f"{p}P", (3, 7), dt)
+    x = a[f"{p}X"]
+    xp = a[f"{p}P"]
+    sig = 1 / (1 + np.exp(-x))
+    table = {
+        "Relu": (ops.relu(t["X"]), np.maximum(x, 0)),
+        "Leaky": (ops.leaky_relu(t["X"], 0.1), np.where(x > 0, x, 0.1 * x)),
+        "Elu": (ops.elu(t["X"], 0.5), np.where(x > 0, x, 0.5 * np.expm1(x))),
+        "Selu": (ops.selu(t["X"]), 1.0507009873554805 * np.where(
+            x > 0, x, 1.6732632423543772 * np.expm1(x))),
+        "Sigmoid": (ops.sigmoid(t["X"]), sig),
+        "HardSig": (ops.hard_sigmoid(t["X"]), np.clip(0.2 * x + 0.5, 0, 1)),
+        "Tanh": (ops.tanh(t["X"]), np.tanh(x)),
+        "Softplus": (ops.softplus(t["X"]), np.logaddexp(x, 0)),
+        "Softsign": (ops.softsign(t["X"]), x / (1 + np.abs(x))),
+        "Swish": (ops.swish(t["X"]), x * sig),
+        "Gelu": (ops.gelu(t["X"]), 0.5 * x * (1 + np.tanh(
+            math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
+        "GeluErf": (ops.gelu(t["X"], approximate="none"),
+                    0.5 * x * (1 + _erf(x / math.sqrt(2)))),
+        "Exp": (ops.exp(t["X"]), np.exp(x)),
+        "Log": (ops.log(t["P"]), np.log(xp)),
+        "Sqrt": (ops.sqrt(t["P"]), np.sqrt(xp)),
+        "Rsqrt": (ops.rsqrt(t["P"]), 1 / np.sqrt(xp)),
+        "Recip": (ops.reciprocal(t["P"]), 1 / xp),
+        "Sin": (ops.sin(t["X"]), np.sin(x)),
+        "Cos": (ops.cos(t["X"]), np.cos(x)),
+        "Square": (ops.square(t["X"]), x * x),
+        "Abs": (ops.abs(t["X"]), np.abs(x)),
+        "Neg": (ops.negative(t["X"]), -x),
+        "Floor": (ops.floor(t["X"]), np.floor(x)),
+        "Ceil": (ops.ceil(t["X"]), np.ceil(x)),
+        "Maximum": (ops.maximum(t["X"], 0.5), np.maximum(x, 0.5)),
+        "Minimum": (ops.minimum(t["X"], t["P"]), np.minimum(x, xp)),
+        "Power": (ops.power(t["P"], 1.5), xp ** 1.5),
+    }
+    outs = {p + k: v[0] for k, v in table.items()}
+    refs = {p + k: np.asarray(v[1], dt) for k, v in table.items()}
+    return a, outs, refs
+
+
+@case("int32", "int8")
+def case_int_activations(rng, dt, p):
+    a, t = inputs(p, rng, dt, X=(4, 5))
+    x = a[f"{p}X"]
+    outs = {f"{p}Relu": ops.relu(t["X"]), f"{p}Sq": ops.square(t["X"]),
+            f"{p}Sig": ops.sigmoid(t["X"]), f"{p}Max": ops.maximum(t["X"], 1)}
+    refs = {f"{p}Relu": np.maximum(x, 0), f"{p}Sq": x * x,
+            f"{p}Sig": (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32),
+            f"{p}Max": np.maximum(x, np.array(1, dt))}
+    return a, outs, refs
+
+
+def tolerance(dtype: np.dtype) -> dict[str, float]:
+    if dtype == np.float32:
+        return {"rtol": 3e-5, "atol": 3e-5}
+    if dtype == np.float64:
+        return {"rtol": 1e-10, "atol": 1e-10}
+    return {"rtol": 0, "atol": 0}
+
+
+def compare(got: dict, refs: dict, outs: dict, label: str, erf_tol: bool = True) -> None:
+    for name, want in refs.items():
+        t = outs[name]
+        assert got[name].shape == t.shape == want.shape, (label, name)
+        assert got[name].dtype == np.dtype(t.dtype), (label, name, got[name].dtype, t.dtype)
+        assert np.dtype(t.dtype) == want.dtype, (label, name, t.dtype, want.dtype)
+        tol = tolerance(got[name].dtype)
+        if name.endswith("GeluErf"):
+            tol = {"rtol": 0, "atol": max(tol["atol"], 1e-6)}  # erf to 1.5e-7 (documented)
+        np.testing.assert_allclose(got[name], want, **tol, err_msg=f"{label} {name}")
+
+
+def build(names_dtypes, rng):
+    arrays, outs, refs = {}, {}, {}
+    for k, (name, dt) in enumerate(names_dtypes):
+        a, o, r = CASES[name][0](rng, dt, f"P{k}")
+        arrays.update(a)
+        outs.update(o)
+        refs.update(r)
+    return arrays, outs, refs
+
+
+@pytest.mark.parametrize("name,dtype", [(n, d) for n, (_, ds) in CASES.items() for d in ds])
+def test_op_through_the_interpreter(name, dtype, rng):
+    arrays, outs, refs = build([(name, dtype)], rng)
+    fn = ops.function(outs)
+    got = stripe.interpret(stripe.lower(fn), arrays)
+    compare(got, refs, outs, f"interpreter {dtype}")
+
+
+def _host_config() -> str:
+    from stripe.codegen.build import missing_cpu_features
+    from stripe.config import load_config
+
+    return "cpu_avx2" if not missing_cpu_features(load_config("cpu_avx2").cflags) \
+        else "cpu_generic"
+
+
+CONFIGS = ["cpu_generic", _host_config(), "npu_example"]
+
+
+def _compiled_params() -> list[tuple[str, str, str]]:
+    """(case, dtype, config): by default each case in its first dtype on one config (dealt
+    round, so each config compiles a third of the ops); in the long profile every case in
+    every dtype on every config."""
+    out = []
+    for k, (name, (_, dtypes)) in enumerate(CASES.items()):
+        if LONG:
+            out += [(name, d, c) for d in dtypes for c in CONFIGS]
+        else:
+            out.append((name, dtypes[0], CONFIGS[k % len(CONFIGS)]))
+    return out
+
+
+@pytest.mark.parametrize("name,dtype,config", _compiled_params())
+def test_op_compiled(name, dtype, config, rng):
+    arrays, outs, refs = build([(name, dtype)], rng)
+    got = stripe.compile(ops.function(outs), target=config)(**arrays)
+    compare(got, refs, outs, config)
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_core_ops_on_every_config(config, rng):
+    """conv + bias + relu, same-padded average pooling, batched matmul, softmax and gelu in
+    float32, an int32 conv and a float64 layer norm, through every config."""
+    x = ops.input("X", (2, 7, 6, 3))
+    w = ops.input("W", (3, 2, 3, 5))
+    b = ops.input("B", (5,))
+    xi = ops.input("XI", (1, 5, 4, 3), "int32")
+    wi = ops.input("WI", (2, 2, 3, 2), "int32")
+    a = ops.input("A", (2, 1, 5, 3))
+    m = ops.input("M", (4, 3, 2))
+    d = ops.input("D", (3, 5, 6), "float64")
+    arrays = {"X": arr(rng, (2, 7, 6, 3), "float32"), "W": arr(rng, (3, 2, 3, 5), "float32"),
+              "B": arr(rng, (5,), "float32"), "XI": arr(rng, (1, 5, 4, 3), "int32"),
+              "WI": arr(rng, (2, 2, 3, 2), "int32"), "A": arr(rng, (2, 1, 5, 3), "float32"),
+              "M": arr(rng, (4, 3, 2), "float32"), "D": arr(rng, (3, 5, 6), "float64")}
+    g = arrays
+    outs = {"Y": ops.relu(ops.conv(x, w, padding="same") + b),
+            "P": ops.avg_pool(x, 3, strides=2, padding="same"),
+            "MM": ops.matmul(a, m), "S": ops.softmax(x, axis=1), "G": ops.gelu(x),
+            "CI": ops.conv(xi, wi, strides=2, padding="same"),
+            "LN": ops.layer_norm(d, axes=(1, 2))}
+    xv = g["X"]
+    refs = {"Y": np.maximum(conv_ref(xv, g["W"], (1, 1), (1, 1),
+                                     same_pads((7, 6), (3, 2), (1, 1))) + g["B"], 0),
+            "P": pool_ref(xv, (3, 3), (2, 2), same_pads((7, 6), (3, 3), (2, 2)), "avg"),
+            "MM": g["A"] @ g["M"], "S": softmax_ref(xv, 1),
+            "G": (0.5 * xv * (1 + np.tanh(math.sqrt(2 / math.pi) * (xv + 0.044715 * xv ** 3))
+                              )).astype(np.float32),
+            "CI": conv_ref(g["XI"], g["WI"], (2, 2), (1, 1), same_pads((5, 4), (2, 2), (2, 2))),
+            "LN": norm_ref(g["D"], (1, 2), 1e-5)}
+    got = stripe.compile(ops.function(outs), target=config)(**arrays)
+    compare(got, refs, outs, config)
+
+
+# speed: ops write the Tile a person would ----------------------------------------------------
+
+HAND_WRITTEN = """
+function (X[1, 9, 7, 8], W[3, 3, 8, 16], B[16]) -> (Y) {
+    Conv[n, x0, x1, co : 1, 9, 7, 16] = +(X[n, x0 + k0 - 1, x1 + k1 - 1, ci] * W[k0, k1, ci, co]);
+    Y = max(Conv + B, 0);
+}
+"""
+
+
+def test_conv_bias_relu_lowers_to_the_same_ir_as_hand_written_tile():
+    x = ops.input("X", (1, 9, 7, 8))
+    w = ops.input("W", (3, 3, 8, 16))
+    b = ops.input("B", (16,))
+    fn = ops.function({"Y": ops.relu(ops.conv(x, w, padding="same") + b)})
+    # one contraction and one elementwise statement
+    assert len(fn.source.strip().splitlines()) == 4
+    shapes = {"X": ((1, 9, 7, 8), "float32"), "W": ((3, 3, 8, 16), "float32"),
+              "B": ((16,), "float32")}
+    blk_ops = stripe.lower(fn)
+    blk_hand = stripe.lower(HAND_WRITTEN, shapes)
+    assert stripe.print_ir(blk_ops) == stripe.print_ir(blk_hand)
+    # and so through a config's passes to the same C
+    config = stripe.load_config(_host_config())
+    final_ops, _ = stripe.run_pipeline(blk_ops, config)
+    final_hand, _ = stripe.run_pipeline(blk_hand, config)
+    assert emit_c(final_ops, config.target).source == emit_c(final_hand, config.target).source
+
+
+# errors --------------------------------------------------------------------------------------
+
+def test_wrong_arguments_name_the_op_and_argument():
+    x = ops.input("X", (1, 5, 5, 3))
+    w = ops.input("W", (3, 3, 3, 4))
+    cases = [
+        (ArgumentError, "conv: groups 2", lambda: ops.conv(x, w, groups=2)),
+        (ArgumentError, "conv: padding", lambda: ops.conv(x, w, padding="full")),
+        (ArgumentError, "conv: strides must have 2", lambda: ops.conv(x, w, strides=(1, 1, 1))),
+        (ArgumentError, "conv: strides must be >= 1", lambda: ops.conv(x, w, strides=0)),
+        (ArgumentTypeError, "conv: strides", lambda: ops.conv(x, w, strides=1.5)),
+        (ArgumentError, "conv: data_format", lambda: ops.conv(x, w, data_format="NCDHW")),
+        (ArgumentError, "conv: the window", lambda: ops.conv(x, ops.input("K", (7, 7, 3, 1)))),
+        (ArgumentError, "conv: w has 2 input", lambda: ops.conv(x, ops.input("K", (1, 1, 2, 2)))),
+        (ArgumentTypeError, "conv: w must be a Tensor", lambda: ops.conv(x, np.zeros(3))),
+        (ArgumentError, "conv: x must have rank", lambda: ops.conv(ops.input("V", (3, 3)), w)),
+        (ArgumentError, "max_pool: pool_size", lambda: ops.max_pool(x, (2, 2, 2))),
+        (ArgumentTypeError, "avg_pool: count_include_pad",
+         lambda: ops.avg_pool(x, 2, count_include_pad=1)),
+        (ArgumentError, "matmul: the inner", lambda: ops.matmul(x, x)),
+        (ArgumentError, "matmul: the batch",
+         lambda: ops.matmul(ops.input("A", (2, 3, 4)), ops.input("B", (3, 4, 5)))),
+        (ArgumentError, "matmul: a is bool",
+         lambda: ops.matmul(ops.input("A", (2, 2), "bool"), ops.input("B", (2, 2)))),
+        (ArgumentError, "softmax: axis 4", lambda: ops.softmax(x, axis=4)),
+        (ArgumentError, "batch_norm: give both", lambda: ops.batch_norm(x, mean=w)),
+        (ArgumentError, "batch_norm: scale",
+         lambda: ops.batch_norm(x, scale=ops.input("S", (4,)))),
+        (ArgumentError, "group_norm: groups 2", lambda: ops.group_norm(x, 2)),
+        (ArgumentError, "layer_norm: axes repeats", lambda: ops.layer_norm(x, axes=(1, -3))),
+        (ArgumentError, "gelu: approximate", lambda: ops.gelu(x, approximate="erf")),
+        (ArgumentTypeError, "leaky_relu: alpha", lambda: ops.leaky_relu(x, alpha="0.1")),
+        (ArgumentError, "conv_transpose: output_shape",
+         lambda: ops.conv_transpose(x, ops.input("K", (3, 3, 2, 3)), output_shape=(9, 9))),
+        (ArgumentError, "dense: w must have rank 2", lambda: ops.dense(x, w)),
+        (ArgumentTypeError, "relu: x", lambda: ops.relu("X")),
+    ]
+    for kind, text, call in cases:
+        with pytest.raises(kind, match=text):
+            call()
+
+
+def test_op_docstrings_show_tile():
+    for name in ops.nn.__all__:
+        doc = getattr(ops, name).__doc__ or ""
+        assert "Tile" in doc and ("O = " in doc or "O[" in doc), name
