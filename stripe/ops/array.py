@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dtypes import to_dtype
+from ..dtypes import promote, to_dtype
 from ..errors import ArgumentError, ArgumentTypeError, StripeError
 from .core import Tensor, broadcast_shapes, constant, emit, result_dtype
 
@@ -171,6 +171,26 @@ def _typed_value(v: object, dtype: str, op: str, arg: str) -> int | float | bool
     return int(v)
 
 
+def _literal(value: int | float | bool, dtype: str, *, alone: bool = False) -> Tensor:
+    """``value`` as a rank-0 tensor of ``dtype``: a plain Tile literal (``2``, ``0.5``) when
+    Tile's literal typing gives ``dtype`` (an integer literal is int32, or int64 when it
+    needs it; a float literal float32) -- by itself when ``alone`` (a contraction reads it),
+    else in an operation with a ``dtype`` operand -- so that the text stays PlaidML's; else
+    a typed constant (``int8(3)``)."""
+    if not isinstance(value, (bool, np.bool_)) and dtype != "bool":
+        d = to_dtype(dtype)
+        if d.is_float:
+            value = float(value)
+        if isinstance(value, (float, np.floating)):
+            own = "float32"
+        else:
+            own = "int32" if -2**31 <= int(value) < 2**31 else "int64"
+        if own == dtype or (not alone and promote(d, to_dtype(own)) == d and
+                            (own == "float32" or d.is_float or d.is_signed)):
+            return constant(value)
+    return constant(value, dtype)
+
+
 def _operand(v: object, op: str, arg: str) -> Tensor:
     """A Tensor, or a Python number as a weak literal."""
     if isinstance(v, Tensor):
@@ -220,7 +240,8 @@ def _constraints(cons: Sequence[str]) -> str:
 def _fill(value: int | float | bool, sizes: Sequence[int], dtype: str, name: str) -> Tensor:
     """A tensor of ``sizes`` holding ``value``: ``O[i0, i1 : S0, S1] = =(C[])`` with ``C``
     the constant (indexes only in the output range over it)."""
-    return emit(f"{_out(_idx(len(sizes)), sizes)} = =({{0}}[])", [constant(value, dtype)],
+    return emit(f"{_out(_idx(len(sizes)), sizes)} = =({{0}}[])",
+                [_literal(value, dtype, alone=True)],
                 sizes, dtype, name=name)
 
 
@@ -427,7 +448,7 @@ def _arg_extremum(op: str, agg: str, x: object, axis: object, keepdims: object) 
     _nonempty(t, [a], op)
     n = t.shape[a]
     m = _reduce(t, [a], True, agg, t.dtype, "Max" if agg == ">" else "Min")
-    hit = "{0} == {1} || {0} != {0}" if _kind(t.dtype) == "float" else "{0} == {1}"
+    hit = "({0} == {1}) | ({0} != {0})" if _kind(t.dtype) == "float" else "{0} == {1}"
     e = emit(f"{{O}} = ({hit}) ? {n} - index({{0}}, {a}) : 0", [t, m], t.shape, "int32",
              name="Hit")
     first = _reduce(e, [a], keep, ">", "int32", "First")
@@ -444,7 +465,7 @@ def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor
     the first NaN's index is returned when there is one. The axis must not be empty. ::
 
         M[i0, 0 : N0, 1] = >(X[i0, i1]);
-        H = (X == M || X != X) ? N1 - index(X, 1) : 0;   // N1 - i where X[i] is a maximum
+        H = ((X == M) | (X != X)) ? N1 - index(X, 1) : 0;   // N1 - i where X[i] is a maximum
         F[i0 : N0] = >(H[i0, i1]);                        // N1 - (the first such i)
         O = N1 - F;
     """
@@ -456,7 +477,7 @@ def argmin(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor
     ties, first NaN if any) with ``<`` for the extremum. ::
 
         M[i0, 0 : N0, 1] = <(X[i0, i1]);
-        H = (X == M || X != X) ? N1 - index(X, 1) : 0;
+        H = ((X == M) | (X != X)) ? N1 - index(X, 1) : 0;
         F[i0 : N0] = >(H[i0, i1]);
         O = N1 - F;
     """
@@ -598,10 +619,10 @@ def _bound(v: object, dtype: str, arg: str) -> object:
         return v
     kind = _kind(dtype)
     if kind == "float":
-        return constant(float(v), dtype)
+        return _literal(float(v), dtype)
     if kind in ("int", "uint") and float(v).is_integer():
         info = np.iinfo(to_dtype(dtype).np)
-        return constant(_pymin(_pymax(int(v), int(info.min)), int(info.max)), dtype)
+        return _literal(_pymin(_pymax(int(v), int(info.min)), int(info.max)), dtype)
     return v
 
 
@@ -931,7 +952,7 @@ def gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
     if _kind(ind.dtype) == "int":
         if n > np.iinfo(to_dtype(ind.dtype).np).max:
             ind = cast(ind, "int64")
-        ind = emit("{O} = {0} < 0 ? {0} + {1} : {0}", [ind, constant(n, ind.dtype)], ind.shape,
+        ind = emit("{O} = {0} < 0 ? {0} + {1} : {0}", [ind, _literal(n, ind.dtype)], ind.shape,
                    ind.dtype, name="Index")
     return _from_front(_gather_front(_to_front(t, a), ind), a, ind.ndim)
 
@@ -1218,7 +1239,7 @@ def repeat(x: Tensor, repeats: int, axis: int | None = None) -> Tensor:
 def _arange_like(rank: int, axis: int, n: int) -> Tensor:
     """A tensor of shape ``(1, .., n, .., 1)`` (``n`` at ``axis``) whose ``index(., axis)``
     counts 0..n-1; its values are zero."""
-    zero = constant(0, "int32")
+    zero = _literal(0, "int32", alone=True)
     oidx = ["0"] * rank
     oidx[axis] = "c"
     sizes = [1] * rank
@@ -1245,7 +1266,7 @@ def one_hot(indices: Tensor, depth: int, axis: int = -1, dtype: str = "float32",
     name = _dtype(dtype, "one_hot")
     vals = []
     for arg, v in (("on_value", on_value), ("off_value", off_value)):
-        vals.append(constant(_typed_value(v, name, "one_hot", arg), name))
+        vals.append(_literal(_typed_value(v, name, "one_hot", arg), name))
     r = _arange_like(ind.ndim + 1, a, d)
     u = unsqueeze(ind, a)
     shape = list(ind.shape)
