@@ -288,8 +288,10 @@ def test_run_errors_use_onnx_names(rng):
         prog.run({"in.0": np.zeros(2, np.float32), "q": np.zeros(2, np.float32)})
     with pytest.raises(stripe.ArgumentTypeError):
         prog.run([np.zeros(2, np.float32)])
-    with pytest.raises(stripe.ArgumentError):
+    with pytest.raises(stripe.ArgumentError, match=r"input 'in.0' has shape \(3,\)"):
         prog.run({"in.0": np.zeros(3, np.float32)})
+    with pytest.raises(stripe.ArgumentTypeError, match=r"input 'in.0'"):
+        prog.run({"in.0": [1.0, 2.0]})
 
 
 def test_bad_arguments(tmp_path):

@@ -11,6 +11,7 @@ takes and returns arrays keyed by the ONNX names and passes the weights itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -149,13 +150,14 @@ class OnnxProgram:
                 args[tile_name] = inputs[onnx_name]
         try:
             result = self.program.run(args)  # type: ignore[attr-defined]
-        except ArgumentError as e:
-            raise ArgumentError(self._onnx_names(str(e))) from None
+        except (ArgumentError, ArgumentTypeError) as e:
+            raise type(e)(self._onnx_names(str(e))) from None
         return {self._out_back[k]: v for k, v in result.items()}
 
     def _onnx_names(self, message: str) -> str:
         for onnx_name, tile_name in self._in.items():
             if onnx_name != tile_name:
                 message = message.replace(f"'{tile_name}'", f"{onnx_name!r}")
-                message = message.replace(f"input {tile_name} ", f"input {onnx_name!r} ")
+                shown = f"input {onnx_name!r}"
+                message = re.sub(rf"\binput {tile_name}\b", lambda _, s=shown: s, message)
         return message
