@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from .errors import ArgumentError, ArgumentTypeError, TileError
 from .tile import ast as A
@@ -609,8 +610,11 @@ class _Builder:
                 self._operand(c, r, comb, cons)
             return
         if c.comb is not None:
-            raise _stmt_error(c, f"no gradient for '{c.agg}' aggregation of a combination "
-                                 f"'{c.comb}' (only of a single operand)")
+            if c.agg == "*":
+                raise _stmt_error(c, f"no gradient for '*' aggregation of a combination "
+                                     f"'{c.comb}' (only of a single operand)")
+            self._extremum_of_combination(c, bar, active)
+            return
         r = refs[0]
         if c.agg in "><":
             # ties share the cotangent evenly
@@ -636,6 +640,77 @@ class _Builder:
         g0 = sw.emit(sw.fresh(f"NoZero{c.out.name}"), f"{zeros} == 0 ? {bar} * {prod} : 0")
         self._operand(c, r, f"{_ref(c.out, g1)} * {_ref(r, zero)}", cons)
         self._operand(c, r, f"{_ref(c.out, g0)} * {_ref(r, inv)}", cons)
+
+    def _extremum_of_combination(self, c: A.Contraction, bar: str, active: list[int]) -> None:
+        """``>``/``<`` of ``A ⊕ B``: the value of every point is kept in a tensor V over the
+        index space (NaN where a point is outside it), the cotangent is routed to the points
+        equal to the result (ties share it evenly), then to the operands."""
+        sw = self.sw
+        refs, cons = c.inputs, _constraints(c)
+        order: list[str] = []
+        for ref in (c.out, *refs):
+            for p in ref.idxs:
+                for n in _poly_indexes(p):
+                    if n not in order:
+                        order.append(n)
+        for k in c.constraints:
+            for n in _poly_indexes(k.poly):
+                if n not in order:
+                    order.append(n)
+        # V's dimensions: access dimensions whose affine forms are independent and span every
+        # index, so distinct points get distinct elements, each within its tensor's bounds
+        dims: list[tuple[A.Poly, str]] = []
+        basis: list[dict[str, Fraction]] = []
+        for ref in (c.out, *refs):
+            shape = sw.shapes[c.out.name] if ref is c.out else sw.shape(ref.name, c)
+            for p, sz in zip(ref.idxs, shape):
+                row = _linear(p)
+                if row is not None and _independent(row, basis):
+                    dims.append((p, sz))
+        if len(dims) < len(order):
+            raise _stmt_error(c, f"no gradient for '{c.agg}' of a combination whose indexes "
+                                 "are not determined by its accesses")
+        order = [_poly(p) for p, _ in dims]
+        sizes = [sz for _, sz in dims]
+        shape_v = tuple(sizes)
+        at = f"[{', '.join(order)}]"
+        box = [f"d{k}" for k in range(len(shape_v))]
+        nan = sw.emit(sw.fresh("Nan"), "sqrt(-1.0)")
+        fill = sw.fresh(f"Outside{c.out.name}")
+        sw.emit(fill, f"{_contraction_head(fill, box, shape_v)} = =({nan}[])",
+                contraction=True)
+        ins = [_ref(r) for r in refs]
+        comb = (f"{ins[0]} == {ins[1]} ? {ins[2]}" if c.comb == "?"
+                else f" {c.comb} ".join(ins))
+        points = sw.fresh(f"Points{c.out.name}")
+        sw.emit(points, f"{_contraction_head(points, order, shape_v)} = =({comb}){cons} "
+                        f"default {fill}", contraction=True)
+        ones = sw.fresh(f"Ones{points}")
+        if sw.one_scalar is None:
+            sw.one_scalar = sw.emit(sw.fresh("One"), "1.0")
+        sw.emit(ones, f"{_contraction_head(ones, box, shape_v)} = =({sw.one_scalar}[])",
+                contraction=True)
+        count = sw.fresh(f"Ties{c.out.name}")
+        shape_o = sw.shapes[c.out.name]
+        sw.emit(count, f"{_out_head(count, c.out, shape_o)} = +({points}{at} == "
+                       f"{_ref(c.out)} ? {ones}{at}){cons}", contraction=True)
+        share = sw.emit(sw.fresh(f"Share{c.out.name}"), f"{bar} / {count}")
+        routed = sw.fresh(f"Routed{c.out.name}")
+        sw.emit(routed, f"{_contraction_head(routed, order, shape_v)} = +({points}{at} == "
+                        f"{_ref(c.out)} ? {_ref(c.out, share)}){cons}", contraction=True)
+        for k in active:
+            r = refs[k]
+            if c.comb == "*":
+                other = _ref(refs[1 - k])
+                comb = f"{routed}{at} * {other}" if k == 0 else f"{other} * {routed}{at}"
+            elif c.comb == "+":
+                comb = f"{routed}{at}"
+            elif k == 2:
+                comb = f"{ins[0]} == {ins[1]} ? {routed}{at}"
+            else:
+                sw.cuts.append((sw.deps[r.name], c, "the condition of '?'"))
+                continue
+            self._operand(c, r, comb, cons)
 
     def _operand(self, c: A.Contraction, r: A.TensorRef, comb: str, cons: str) -> None:
         sw = self.sw
@@ -801,6 +876,65 @@ def _expr_names(root: A.Expr, with_index: bool = False) -> list[str]:
             continue
         else:
             stack.extend(reversed([c for c, _ in A.children(node)]))  # type: ignore[misc]
+    return out
+
+
+def _linear(p: A.Poly) -> dict[str, Fraction] | None:
+    """The index coefficients of an affine access (constants dropped), or None when a
+    coefficient is not an integer literal."""
+    if isinstance(p, A.PolyNum):
+        return {}
+    if isinstance(p, A.PolyName):
+        return {p.name: Fraction(1)} if p.is_index else {}
+    if isinstance(p, A.PolyNeg):
+        x = _linear(p.x)
+        return None if x is None else {k: -v for k, v in x.items()}
+    if isinstance(p, A.PolyCall):
+        return {} if not _poly_indexes(p) else None
+    a, b = _linear(p.a), _linear(p.b)
+    if a is None or b is None:
+        return None
+    if p.op in "+-":
+        sign = 1 if p.op == "+" else -1
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, Fraction(0)) + sign * v
+        return {k: v for k, v in out.items() if v}
+    if p.op == "*":
+        if not a and isinstance(p.a, A.PolyNum):
+            return {k: v * p.a.value for k, v in b.items()}
+        if not b and isinstance(p.b, A.PolyNum):
+            return {k: v * p.b.value for k, v in a.items()}
+        return None if (a or b) else {}
+    return None if (a or b) else {}
+
+
+def _independent(row: dict[str, Fraction], basis: list[dict[str, Fraction]]) -> bool:
+    """Whether ``row`` is independent of ``basis`` (kept in echelon form: each row's first
+    key is its pivot); if so it is added."""
+    row = dict(row)
+    for b in basis:
+        pivot = next(iter(b))
+        if row.get(pivot):
+            f = row[pivot] / b[pivot]
+            for k, v in b.items():
+                row[k] = row.get(k, Fraction(0)) - f * v
+            row = {k: v for k, v in row.items() if v}
+    if not row:
+        return False
+    pivot = next(iter(row))
+    basis.append({pivot: row[pivot], **{k: v for k, v in row.items() if k != pivot}})
+    return True
+
+
+def _poly_indexes(p: A.Poly) -> list[str]:
+    out: list[str] = []
+    stack: list[A.Poly] = [p]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, A.PolyName) and node.is_index and node.name not in out:
+            out.append(node.name)
+        stack.extend(reversed([x for x, _ in A.children(node)]))  # type: ignore[misc]
     return out
 
 

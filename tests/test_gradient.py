@@ -1,0 +1,248 @@
+"""stripe.gradient: the gradient Tile of every catalogue op with a floating-point input against
+central finite differences in float64 (directional derivatives along random directions), in
+the interpreter and, for a representative subset, compiled for cpu_generic and cpu_avx2; the
+same check on random Tile programs (hypothesis); ties, zeros, the printed form and the errors.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from conftest import runnable_configs
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from ops_catalog import OPS, OPS_BY_NAME, Op, random_inputs
+from test_random_programs import Program, programs
+
+import stripe
+from stripe.errors import ArgumentError, ArgumentTypeError, TileError
+from stripe.gradient import GradientError, gradient
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+EPS = 1e-6
+
+
+def as_float64(specs: dict[str, tuple[tuple[int, ...], str]], arrays: dict[str, np.ndarray]
+               ) -> dict[str, np.ndarray]:
+    """The arrays with every floating-point input converted to float64."""
+    return {n: arrays[n].astype(np.float64) if d in FLOATS else arrays[n]
+            for n, (_, d) in specs.items()}
+
+
+def fd_check(source: str, arrays: dict[str, np.ndarray], rng: np.random.Generator,
+             run_gradient=None, of: list[str] | None = None) -> None:  # type: ignore[no-untyped-def]
+    """The gradient of ``source`` (float64 ``arrays``) along a random direction and a random
+    cotangent matches the central finite difference of <C_grad, C>."""
+    forward = stripe.lower(source, arrays)
+    outs = stripe.interpret(forward, arrays)
+    floats = [n for n, a in arrays.items() if a.dtype == np.float64]
+    of = of or [o for o, v in outs.items() if v.dtype == np.float64]
+    g = gradient(source, wrt=floats, of=of, inputs=arrays)
+    cts = {f"{o}_grad": rng.standard_normal(outs[o].shape) for o in of}
+    grad_in = {**arrays, **cts}
+    if run_gradient is None:
+        grads = stripe.interpret(stripe.lower(g, grad_in), grad_in)
+    else:
+        grads = run_gradient(g, grad_in)
+    for n in floats:
+        assert grads[f"{n}_grad"].shape == arrays[n].shape
+        assert grads[f"{n}_grad"].dtype == arrays[n].dtype
+    dirs = {n: rng.standard_normal(arrays[n].shape) for n in floats}
+
+    def f(t: float) -> float:
+        moved = {**arrays, **{n: arrays[n] + t * dirs[n] for n in floats}}
+        o = stripe.interpret(forward, moved)
+        return sum(float(np.sum(o[k] * cts[f"{k}_grad"])) for k in of)
+
+    fd = (f(EPS) - f(-EPS)) / (2 * EPS)
+    terms = [grads[f"{n}_grad"] * dirs[n] for n in floats]
+    an = sum(float(np.sum(t)) for t in terms)
+    scale = 1 + sum(float(np.sum(np.abs(t))) for t in terms)
+    assert abs(fd - an) <= 1e-6 * scale, f"finite difference {fd}, gradient {an}\n{g}"
+
+
+def catalogue_arrays(op: Op) -> dict[str, np.ndarray]:
+    return as_float64(dict(op.inputs), random_inputs(op))
+
+
+def has_float_input(op: Op) -> bool:
+    return any(d in FLOATS for _, d in op.inputs.values())
+
+
+DIFFERENTIABLE = [op for op in OPS if has_float_input(op) and op.name != "logical_ops"]
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE, ids=lambda op: op.name)
+def test_catalogue_gradient_matches_finite_differences(op: Op, rng: np.random.Generator) -> None:
+    fd_check(op.source, catalogue_arrays(op), rng)
+
+
+COMPILED = ["matmul", "conv2d_stride2", "maxpool2x2", "softmax", "prod_rows"]
+
+
+@pytest.mark.parametrize("config", [c for c in runnable_configs()
+                                    if c.id in ("cpu_generic", "cpu_avx2")])
+@pytest.mark.parametrize("name", COMPILED)
+def test_compiled_gradient_matches_finite_differences(name: str, config: str,
+                                                      rng: np.random.Generator) -> None:
+    def run(g: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return stripe.compile(g, arrays, target=config)(**arrays)
+
+    fd_check(OPS_BY_NAME[name].source, catalogue_arrays(OPS_BY_NAME[name]), rng, run)
+
+
+_EXAMPLES = 10 if settings.default.max_examples < 1000 else settings.default.max_examples // 4
+
+
+@settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES == 10,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(prog=programs(), seed=st.integers(0, 2**16))
+def test_random_program_gradient(prog: Program, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    arrays = {n: rng.standard_normal(s) for n, (s, _) in prog.inputs.items()}
+    # a max/min whose winner is not unique has no derivative: keep to unique winners
+    out = stripe.interpret(stripe.lower(prog.source, arrays), arrays)["O"]
+    assume(np.all(np.isfinite(out)))
+    fd_check(prog.source, arrays, rng)
+
+
+# ties, zeros, types --------------------------------------------------------------------------
+
+def run_gradient(source: str, arrays: dict[str, np.ndarray], **kw: object
+                 ) -> dict[str, np.ndarray]:
+    g = gradient(source, inputs=arrays, **kw)  # type: ignore[arg-type]
+    outs = stripe.interpret(stripe.lower(source, arrays), arrays)
+    of = kw.get("of") or list(outs)
+    of = [of] if isinstance(of, str) else of
+    grad_in = {**arrays, **{f"{o}_grad": np.ones_like(outs[o]) for o in of}}
+    return stripe.interpret(stripe.lower(g, grad_in), grad_in)
+
+
+def test_max_ties_share_the_cotangent_evenly() -> None:
+    src = "function (I[N]) -> (O) { O[i : 2] = >(I[2 * i + j]), j < 2; }"
+    got = run_gradient(src, {"I": np.array([1.0, 3.0, 3.0, 3.0])})["I_grad"]
+    np.testing.assert_array_equal(got, [0.0, 1.0, 0.5, 0.5])
+    src = "function (A[N], B[N]) -> (O) { O = max(A, B); }"
+    got = run_gradient(src, {"A": np.array([1.0, 2.0]), "B": np.array([1.0, 1.0])})
+    np.testing.assert_array_equal(got["A_grad"], [0.5, 1.0])
+    np.testing.assert_array_equal(got["B_grad"], [0.5, 0.0])
+
+
+def test_product_gradient_is_exact_with_zeros() -> None:
+    src = "function (I[M, N]) -> (O) { O[m : M] = *(I[m, n]); }"
+    x = np.array([[2.0, 3.0, 5.0], [2.0, 0.0, 5.0], [0.0, 3.0, 0.0]])
+    got = run_gradient(src, {"I": x})["I_grad"]
+    np.testing.assert_array_equal(got, [[15.0, 10.0, 6.0], [0.0, 10.0, 0.0], [0.0, 0.0, 0.0]])
+
+
+def test_gradient_has_the_input_dtype() -> None:
+    src = "function (A[N], B[N]) -> (O) { O = A * B; }"
+    arrays = {"A": np.arange(3, dtype=np.float32), "B": np.arange(3, dtype=np.float64)}
+    g = gradient(src, inputs=arrays)
+    assert "A_grad = float32(" in g
+    got = run_gradient(src, arrays)
+    assert got["A_grad"].dtype == np.float32 and got["B_grad"].dtype == np.float64
+    np.testing.assert_array_equal(got["A_grad"], [0, 1, 2])
+
+
+def test_unconnected_input_gets_zeros_of_its_type() -> None:
+    src = "function (A[N], B[N]) -> (O, P) { O = A * 2.0; P = B; }"
+    got = run_gradient(src, {"A": np.ones(3), "B": np.ones(3)}, wrt="B", of="O")
+    np.testing.assert_array_equal(got["B_grad"], np.zeros(3))
+
+
+def test_uses_of_a_tensor_are_summed_and_outputs_used_later_too() -> None:
+    src = "function (A[N]) -> (O, P) { O = A * A; P[i : N] = +(O[i] * A[i]); }"
+    a = np.array([1.0, 2.0])
+    got = run_gradient(src, {"A": a})  # d/dA of sum(A * A) + sum(A * A * A)
+    np.testing.assert_array_equal(got["A_grad"], 2 * a + 3 * a * a)
+
+
+# the printed form and the API ----------------------------------------------------------------
+
+MATMUL_GRADIENT = """\
+function (A[M, K], B[K, N], C_grad[M, N]) -> (A_grad, B_grad) {
+    A_grad[m, k : M, K] = +(C_grad[m, n] * B[k, n]);
+    B_grad[k, n : K, N] = +(A[m, k] * C_grad[m, n]);
+}
+"""
+
+
+def test_matmul_gradient_is_two_contractions() -> None:
+    assert gradient(OPS_BY_NAME["matmul"].source, wrt=["A", "B"], of="C") == MATMUL_GRADIENT
+
+
+def test_gradient_without_inputs_works_for_any_shapes(rng: np.random.Generator) -> None:
+    src = OPS_BY_NAME["conv2d_stride2"].source
+    g = gradient(src)
+    assert "match(" in g  # the cotangent's computed sizes are checked when binding
+    for shape in ((1, 7, 9, 2), (2, 6, 5, 2)):
+        arrays = {"I": rng.standard_normal(shape), "F": rng.standard_normal((3, 3, 2, 3))}
+        fd_check(src, arrays, rng)
+        out = stripe.interpret(stripe.lower(src, arrays), arrays)["O"]
+        bad = {**arrays, "O_grad": np.zeros((out.shape[0], out.shape[1] + 1, *out.shape[2:]))}
+        with pytest.raises(stripe.ShapeError):
+            stripe.lower(g, bad)
+
+
+def test_generated_names_never_clash() -> None:
+    # the source already uses the names the generator would pick first
+    src = """function (A[N], DA_0[N], One_1[N], Ties_2[N]) -> (O) {
+        D_3 = A * DA_0 + One_1;
+        O[i : 1] = >(D_3[j] * Ties_2[j]);
+    }"""
+    rng = np.random.default_rng(1)
+    fd_check(src, {n: rng.standard_normal(4) for n in ("A", "DA_0", "One_1", "Ties_2")}, rng)
+
+
+def test_statement_attributes_and_builtins_go_through(rng: np.random.Generator) -> None:
+    src = """function (I[X, Y]) -> (O) {
+        [[pid(s)]] O = builtin_softmax(I * 2, X, Y) + sigmoid(I) + relu(I);
+    }"""
+    fd_check(src, {"I": rng.standard_normal((3, 5))}, rng)
+
+
+def test_non_differentiable_path_is_an_error_naming_the_statement() -> None:
+    src = "function (A[N]) -> (O) {\n    T = floor(A);\n    O = T * 2.0;\n}"
+    with pytest.raises(GradientError, match=r"line 2, column 5: .*floor\(\).*'T = floor\(A\)'"):
+        gradient(src)
+    src = "function (A[N], B[N]) -> (O) { O[i : N] = +(A[i] == B[i] ? B[i]); }"
+    with pytest.raises(GradientError, match="condition"):
+        gradient(src, wrt="A")
+    with pytest.raises(GradientError, match="scatter"):
+        gradient("function (A[N, M], I[N], L[K, M]) -> (O) { O = scatter(A, I, L); }", wrt="A")
+    with pytest.raises(GradientError, match=r"'\*' aggregation of a combination"):
+        gradient("function (A[N], B[N]) -> (O) { O[i : 1] = *(A[j] * B[j]); }")
+
+
+def test_argument_errors() -> None:
+    src = OPS_BY_NAME["matmul"].source
+    with pytest.raises(ArgumentError, match="wrt: 'X' is not an input"):
+        gradient(src, wrt="X")
+    with pytest.raises(ArgumentError, match="of: 'A' is not an output"):
+        gradient(src, of="A")
+    with pytest.raises(ArgumentError, match="listed twice"):
+        gradient(src, wrt=["A", "A"])
+    with pytest.raises(ArgumentTypeError, match="wrt"):
+        gradient(src, wrt=3)  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="A_grad"):
+        gradient("function (A[N], A_grad[N]) -> (O) { O = A + A_grad; }")
+    ints = {"A": ((3, 4), "int32"), "B": ((4, 2), "int32")}
+    with pytest.raises(ArgumentError, match="wrt: input A is int32"):
+        gradient(src, wrt="A", inputs=ints)
+    with pytest.raises(ArgumentError, match="no floating-point input"):
+        gradient(src, inputs=ints)
+    with pytest.raises(ArgumentError, match="of: output O is bool"):
+        gradient(OPS_BY_NAME["logical_ops"].source, inputs=dict(OPS_BY_NAME["logical_ops"].inputs))
+    with pytest.raises(TileError, match="rank of O is unknown"):
+        gradient("function (A, B) -> (O) { O = A * B; }")
+    with pytest.raises(stripe.TileSyntaxError):
+        gradient("function (A) -> (O) { O = ; }")
+
+
+def test_integer_inputs_are_left_out_by_default() -> None:
+    op = OPS_BY_NAME["cond_contraction"]
+    g = gradient(op.source, inputs=dict(op.inputs))
+    assert re.search(r"-> \(C_grad\)", g)
