@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import stripe
 from stripe.errors import TileError
 from stripe.tile import ast as A
-from stripe.tile.builtins import BINARY_CALLS, UNARY_CALLS, expand
+from stripe.tile.builtins import BINARY_CALLS, BUILTINS, UNARY_CALLS, expand
 from stripe.tile.parser import parse
 
 
@@ -431,6 +431,31 @@ def test_call_forms_lower_like_the_operators(pair: tuple[str, str]) -> None:
     head = "function (A[N, M], B[M], C[N, 1]) -> (O) { O = "
     assert _program_text(f"{head}{pair[1]}; }}", inputs) == \
         _program_text(f"{head}{pair[0]}; }}", inputs)
+
+
+def _any_calls() -> st.SearchStrategy[str]:
+    """Random expressions calling builtins with any arguments (right or wrong)."""
+    leaf = st.sampled_from(["A", "B", "N", "1", "2", "0.5", "Q"])
+    names = sorted(BUILTINS) + ["exp", "reshape", "index", "max"]
+
+    def extend(sub: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        call = st.tuples(st.sampled_from(names), st.lists(sub, max_size=4)).map(
+            lambda t: f"{t[0]}({', '.join(t[1])})")
+        binary = st.tuples(sub, st.sampled_from(["+", "*", "<"]), sub).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})")
+        return st.one_of(call, binary)
+
+    return st.recursive(leaf, extend, max_leaves=8)
+
+
+@fuzzing.fuzz_settings(80)
+@given(_any_calls())
+def test_any_use_of_builtins_lowers_or_raises_a_located_error(expr: str) -> None:
+    src = f"function (A[N, M], B[M]) -> (O) {{\n  O = {expr};\n}}"
+    try:
+        stripe.lower(src, {"A": ((3, 4), "float32"), "B": ((4,), "int32")})
+    except stripe.StripeError as e:
+        assert e.line is not None and e.line >= 1, str(e)
 
 
 # programs PlaidML 0.7's tile.compose writes for a whole graph ---------------------------------
