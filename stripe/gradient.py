@@ -816,11 +816,16 @@ class _Builder:
             return []
         x = _wrap(args[0]) if args else ""
         xe = _expr(args[0]) if args else ""
+        # the statement's own result stands for its top call (no recomputation)
+        if node is s.expr:
+            exp_v, tanh_v, sqrt_v = s.name, s.name, s.name
+        else:
+            exp_v, tanh_v, sqrt_v = f"exp({xe})", f"tanh({xe})", f"sqrt({xe})"
         unary = {
-            "exp": f"{g} * exp({xe})",
+            "exp": f"{g} * {exp_v}",
             "log": f"{g} / {x}",
-            "sqrt": f"{g} / (2 * sqrt({xe}))",
-            "tanh": f"{g} * (1 - tanh({xe}) * tanh({xe}))",
+            "sqrt": f"{g} / (2 * {sqrt_v})",
+            "tanh": f"{g} * (1 - {tanh_v} * {tanh_v})",
             "sin": f"{g} * cos({xe})",
             "cos": f"-{g} * sin({xe})",
             "tan": f"{g} * (1 + tan({xe}) * tan({xe}))",
