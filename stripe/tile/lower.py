@@ -253,6 +253,76 @@ def _attribute_tags(attrs: Sequence[A.Attribute]) -> tuple[str, ...]:
     return tuple(tags)
 
 
+class _Fractions:
+    """PlaidML's fractional index expressions (``I[(x + k - P) / S]``, after its ``defract``):
+    a point of the index space contributes only where each division is exact.
+
+    Each distinct division ``a / d`` becomes a fresh index ``q`` (``q0``, ``q1``, ... that no
+    index of the contraction uses) standing for the exact quotient, so ``a == d * q``. That
+    equality is then solved for an index ``v`` of ``a`` with coefficient +-1 (preferably one
+    the output does not use): ``v`` is replaced by ``+-(d * q - (a - +-v))`` everywhere and
+    disappears, which maps the points where the division is exact one to one onto the new
+    index space (no point is visited in vain). When ``a`` has no such index, ``q`` stays with
+    the constraint ``0 <= a - d * q < 1``. Range inference then treats ``q`` as any index."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = taken
+        self.found: list[tuple[str, Affine, int, A.Pos]] = []
+        self.names: dict[tuple[Affine, int], str] = {}
+
+    def add(self, a: Affine, d: int, pos: A.Pos) -> Affine:
+        """The index standing for ``a / d`` (``d`` > 0); the same one for the same division."""
+        if d == 1:
+            return a
+        key = (a, d)
+        if key not in self.names:
+            k = len(self.found)
+            while f"q{k}" in self.taken:
+                k += 1
+            name = f"q{k}"
+            self.taken.add(name)
+            self.names[key] = name
+            self.found.append((name, a, d, pos))
+        return Affine.of(self.names[key])
+
+    def defract(self, order: list[str], first_use: dict[str, A.Pos],
+                out: tuple[Affine, ...], ins: list[tuple[Affine, ...]],
+                user: list[tuple[Affine, int]]
+                ) -> tuple[list[str], tuple[Affine, ...], list[tuple[Affine, ...]],
+                           list[tuple[Affine, int]]]:
+        """The index order, accesses and user constraints with the divisions resolved."""
+        order = list(order)
+        subst: dict[str, Affine] = {}
+        extra: list[tuple[Affine, int]] = []
+        out_names = {n for a in out for n, _ in a.terms}
+        for q, a, d, pos in self.found:
+            a = a.substitute(subst)
+            first_use[q] = pos
+            unit = [n for n, k in a.terms if abs(k) == 1 and n not in self.names.values()]
+            unit = unit or [n for n, k in a.terms if abs(k) == 1]
+            pick = [n for n in unit if n not in out_names] or unit
+            if not pick:
+                extra.append((a - d * Affine.of(q), 1))
+                order.append(q)
+                continue
+            v = max(pick, key=lambda n: order.index(n) if n in order else -1)
+            sign = a.coeff(v)
+            value = (d * Affine.of(q) - (a - sign * Affine.of(v))) * sign
+            subst = {n: e.substitute({v: value}) for n, e in subst.items()}
+            subst[v] = value
+            if v in order:
+                order[order.index(v)] = q
+            else:
+                order.append(q)
+        order = [n for n in order if n not in subst]
+
+        def fix(access: tuple[Affine, ...]) -> tuple[Affine, ...]:
+            return tuple(a.substitute(subst) for a in access)
+
+        return (order, fix(out), [fix(a) for a in ins],
+                [(p.substitute(subst), b) for p, b in user] + extra)
+
+
 # the lowering --------------------------------------------------------------------------------
 
 class _Lowering:
@@ -396,14 +466,21 @@ class _Lowering:
         check_tensor(out_name, sizes, dtype, c.out.pos)  # before the sizes reach isl
         default = self._default(c, sizes)
         order, first_use = self._index_order(c)
+        fractions = _Fractions(set(order))
 
         def affines(ref: A.TensorRef) -> tuple[Affine, ...]:
-            return tuple(to_affine(p, self.sizes, self.tensors) for p in ref.idxs)
+            return tuple(to_affine(p, self.sizes, self.tensors, fractions.add)
+                         for p in ref.idxs)
 
-        user = [(to_affine(k.poly, self.sizes, self.tensors),
+        out_access = affines(c.out)
+        in_accesses = [affines(r) for r in c.inputs]
+        user = [(to_affine(k.poly, self.sizes, self.tensors, fractions.add),
                  self._size(k.bound, "a constraint bound")) for k in c.constraints]
-        plan = infer_ranges(order, affines(c.out), sizes,
-                            [(affines(r), info.sizes) for r, info in zip(c.inputs, ins)],
+        if fractions.found:
+            order, out_access, in_accesses, user = fractions.defract(
+                order, first_use, out_access, in_accesses, user)
+        plan = infer_ranges(order, out_access, sizes,
+                            [(a, info.sizes) for a, info in zip(in_accesses, ins)],
                             user, first_use)
         _check_plan(plan, c)
         out = self._define(out_name, dtype, sizes, c.out.pos)

@@ -304,9 +304,17 @@ def _checked_affine(a: Affine, pos: A.Pos) -> Affine:
     return a
 
 
-def to_affine(p: A.Poly, dims: Mapping[str, int], tensors: Mapping[str, object]) -> Affine:
+Fraction = Callable[[Affine, int, A.Pos], Affine]
+
+
+def to_affine(p: A.Poly, dims: Mapping[str, int], tensors: Mapping[str, object],
+              fraction: Fraction | None = None) -> Affine:
     """An index expression as an Affine over index names (dimension names become sizes);
-    every coefficient and constant along the way must fit 64 bits (TileLimitError)."""
+    every coefficient and constant along the way must fit 64 bits (TileLimitError).
+
+    ``fraction(a, d, pos)``, when given, stands for the division of an index expression
+    ``a`` by a positive constant ``d`` (PlaidML's fractional indexes) and returns the Affine
+    to use in its place; without it such a division is refused."""
     def leaf(x: A.PolyNum | A.PolyName) -> Affine:
         if isinstance(x, A.PolyNum):
             return Affine.of(x.value)
@@ -327,12 +335,14 @@ def to_affine(p: A.Poly, dims: Mapping[str, int], tensors: Mapping[str, object])
                 raise TileError("index expression is not affine: product of two indexes",
                                 x.pos.line, x.pos.column)
             return _checked_affine(a * b.const if b.is_const else b * a.const, x.pos)
+        if b.is_const and b.const == 0:
+            raise ShapeError("division by zero in an index expression", x.pos.line,
+                             x.pos.column)
+        if b.is_const and not a.is_const and fraction is not None:
+            return fraction(a, b.const, x.pos) if b.const > 0 else fraction(-a, -b.const, x.pos)
         if not b.is_const or not a.is_const:
             raise TileError("index expression is not affine: division of an index (only "
                             "sizes may be divided)", x.pos.line, x.pos.column)
-        if b.const == 0:
-            raise ShapeError("division by zero in an index expression", x.pos.line,
-                             x.pos.column)
         return _checked_affine(Affine.of(c_div(a.const, b.const)), x.pos)
 
     def call(x: A.PolyCall, args: list[Affine]) -> Affine:
