@@ -99,7 +99,7 @@ class Tensor:
     """
 
     __slots__ = ("shape", "dtype", "_kind", "_template", "_operands", "_prefix", "_order",
-                 "_weak", "_text")
+                 "_weak", "_text", "_value")
     __array_ufunc__ = None  # numpy defers to the reflected operators below
 
     shape: tuple[int, ...]
@@ -107,7 +107,7 @@ class Tensor:
 
     def __init__(self, kind: str, shape: tuple[int, ...], dtype: str, *, prefix: str,
                  template: str = "", operands: tuple[Tensor, ...] = (), weak: bool = False,
-                 text: str = "") -> None:
+                 text: str = "", value: int | float | bool | None = None) -> None:
         self._kind = kind              # "input", "stmt" or "literal"
         self.shape = shape
         self.dtype = dtype
@@ -116,6 +116,7 @@ class Tensor:
         self._operands = operands
         self._weak = weak              # a literal without a dtype of its own
         self._text = text              # for "literal": its Tile text
+        self._value = value            # for "literal": its Python value
         self._order = next(_CREATION)
 
     @property
@@ -291,17 +292,59 @@ def constant(value: int | float | bool, dtype: str | None = None) -> Tensor:
                                 f"{type(value).__name__}")
     text = _literal_text(value, "constant: value")
     if isinstance(value, (bool, np.bool_)):
+        value = bool(value)
         if dtype is None:
-            return Tensor("literal", (), "bool", prefix="C", text=text)
+            return Tensor("literal", (), "bool", prefix="C", text=text, value=value)
         text = "1" if value else "0"
+    elif isinstance(value, (int, np.integer)):
+        value = int(value)
+    else:
+        value = float(value)
     if dtype is None:
-        kind = "float32" if isinstance(value, (float, np.floating)) else "int32"
-        return Tensor("literal", (), kind, prefix="C", weak=True, text=text)
+        return Tensor("literal", (), _own_type(value), prefix="C", weak=True, text=text,
+                      value=value)
     name = _dtype_name(dtype, "constant: dtype")
-    if name != "bool" and to_dtype(name).is_int and not isinstance(
-            value, (int, np.integer, bool, np.bool_)):
-        raise ArgumentError(f"constant: value {value!r} is not an integer but dtype is {name}")
-    return Tensor("literal", (), name, prefix="C", text=f"{name}({text})")
+    _check_fits(value, name, "constant", "value")
+    return Tensor("literal", (), name, prefix="C", text=f"{name}({text})", value=value)
+
+
+def _own_type(value: int | float | bool) -> str:
+    """The type Tile gives the literal by itself."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, float):
+        return "float32"
+    return "int32" if -2**31 <= value < 2**31 else "int64"
+
+
+def _check_fits(value: int | float | bool, dtype: str, op: str, arg: str) -> None:
+    d = to_dtype(dtype)
+    if d is DType.BOOL or isinstance(value, bool):
+        return
+    if d.is_float:
+        return
+    if not isinstance(value, int):
+        raise ArgumentError(f"{op}: {arg} {value!r} is not an integer but the type is {dtype}")
+    info = np.iinfo(d.np)
+    if not info.min <= value <= info.max:
+        raise ArgumentError(f"{op}: {arg} {value} does not fit {dtype} "
+                            f"({info.min}..{info.max})")
+
+
+def _typed_literal(lit: Tensor, dtype: str, op: str) -> Tensor:
+    """The weak literal ``lit`` as a literal of ``dtype``: its plain text (``2``, ``0.5``)
+    when Tile's own type for it (int32, int64 or float32) promotes to ``dtype`` next to a
+    ``dtype`` operand on either side, else a cast (``int8(2)``, ``float16(0.5)``).
+    ArgumentError naming ``op`` when the value does not fit ``dtype``."""
+    value = lit._value
+    assert value is not None
+    _check_fits(value, dtype, op, "the number")
+    d = to_dtype(dtype)
+    own = to_dtype(_own_type(value))
+    if promote(own, d) is d and promote(d, own) is d:
+        return Tensor("literal", (), dtype, prefix="C", text=lit._text, value=value)
+    text = ("1" if value else "0") if isinstance(value, bool) else _literal_text(value, op)
+    return Tensor("literal", (), dtype, prefix="C", text=f"{dtype}({text})", value=value)
 
 
 def _as_tensor(x: object, op: str, arg: str) -> Tensor:
@@ -320,18 +363,23 @@ def _weak_kind(t: Tensor) -> str:
 
 
 def result_dtype(*operands: Tensor | int | float | bool) -> str:
-    """The dtype Tile gives an elementwise operation on ``operands``: numpy promotion of
-    the tensors' types, with weak literals (Python numbers, :func:`constant` without a
-    dtype) taking the tensors' type: an integer literal takes it (``int32`` next to
-    ``bool``), a float literal takes a float type and makes an integer or bool one
-    ``float32``. Only literals: ``float32`` if any is a float, else ``int32``."""
+    """The dtype of an elementwise operation on ``operands`` as the ops write it: Tile's
+    promotion of the tensors' types (:func:`stripe.dtypes.promote`, PlaidML's rule, in
+    operand order), with Python numbers (and :func:`constant` without a dtype) *weak*, as in
+    numpy 2: an integer number takes the tensors' type (``int32`` next to ``bool``), a float
+    number takes a float type and makes an integer or bool one ``float32``. The ops write
+    such a number as a typed literal (``int8(1)``, ``float16(0.5)``) where Tile's own
+    literal type (int32, float32) would widen the result. Only numbers: ``float32`` if any is
+    a float, else ``int32`` (``int64`` for a value past int32)."""
     if not operands:
         raise ArgumentError("result_dtype: needs at least one operand")
     ts = [_as_tensor(x, "result_dtype", "operands") for x in operands]
     strong = [t for t in ts if not t._weak]
     weak = [t for t in ts if t._weak]
     if not strong:
-        return "float32" if any(_weak_kind(t) == "float" for t in weak) else "int32"
+        if any(_weak_kind(t) == "float" for t in weak):
+            return "float32"
+        return "int64" if any(t.dtype == "int64" for t in weak) else "int32"
     d = to_dtype(strong[0].dtype)
     for t in strong[1:]:
         d = promote(d, to_dtype(t.dtype))
@@ -369,20 +417,56 @@ def _binary(op: str, a: object, b: object, opname: str) -> Tensor:
     y = _as_tensor(b, opname, "y")
     shape = broadcast_shapes(x.shape, y.shape, op=opname)
     dtype = result_dtype(x, y)
-    if op in _BITWISE and to_dtype(dtype).is_float:
+    if op in _BITWISE and (to_dtype(dtype).is_float or isinstance(x._value, float)
+                           or isinstance(y._value, float)):
         raise ArgumentError(f"{opname}: operands must be integer or bool tensors, got "
                             f"{x.dtype} and {y.dtype}")
     if op in ("+", "-", "*", "/", "%") and x.dtype == "bool" and y.dtype == "bool" \
             and not (x._weak or y._weak):
         raise ArgumentError(f"{opname}: arithmetic on two bool tensors (cast one with "
                             f"ops.cast first)")
+    if x._weak and y._weak:
+        return _fold(op, x, y, opname)
+    if x._weak:
+        x = _typed_literal(x, dtype, opname)
+    if y._weak:
+        y = _typed_literal(y, dtype, opname)
     if op in _COMPARISONS:
         dtype = "bool"
-    weak = x._weak and y._weak
-    t = emit(f"{{O}} = {{0}} {op} {{1}}", [x, y], shape, dtype,
-             name=opname.title().replace("_", ""))
-    t._weak = weak
-    return t
+    return emit(f"{{O}} = {{0}} {op} {{1}}", [x, y], shape, dtype,
+                name=opname.title().replace("_", ""))
+
+
+def _fold(op: str, x: Tensor, y: Tensor, opname: str) -> Tensor:
+    """Two weak literals: the result as a weak literal, with Tile's arithmetic (integer
+    ``/`` truncates, ``%`` takes the dividend's sign)."""
+    a, b = x._value, y._value
+    assert a is not None and b is not None
+    both_int = isinstance(a, int) and isinstance(b, int)
+    if op in ("/", "%") and b == 0:
+        raise ArgumentError(f"{opname}: division of two numbers by zero")
+    if op == "+":
+        v: int | float | bool = a + b
+    elif op == "-":
+        v = a - b
+    elif op == "*":
+        v = a * b
+    elif op == "/" and both_int:
+        q = abs(a) // abs(b)
+        v = q if (a < 0) == (b < 0) else -q
+    elif op == "/":
+        v = a / b
+    elif op == "%" and both_int:
+        v = abs(a) % abs(b) if a >= 0 else -(abs(a) % abs(b))
+    elif op == "%":
+        v = math.fmod(a, b)
+    elif op in _COMPARISONS:
+        v = {"<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b, "==": a == b,
+             "!=": a != b}[op]
+        return constant(bool(v))
+    else:
+        v = {"&": a & b, "|": a | b, "^": a ^ b}[op]  # type: ignore[operator]
+    return constant(v)
 
 
 def equal(x: Tensor | int | float | bool, y: Tensor | int | float | bool) -> Tensor:
@@ -509,10 +593,10 @@ def _precedence(text: str) -> int:
     return prec
 
 
-def _needs_parens(template: str, start: int, end: int, inner: str) -> bool:
-    """Whether ``inner`` put at ``template[start:end]`` needs parentheses to keep its
-    meaning (Tile's precedence table, left-associative binary operators)."""
-    prec = _precedence(inner)
+def _needs_parens(template: str, start: int, end: int, prec: int) -> bool:
+    """Whether an expression of precedence ``prec`` put at ``template[start:end]`` needs
+    parentheses to keep its meaning (Tile's precedence table, left-associative binary
+    operators)."""
     if prec == 0:
         return True
     if prec == _ATOMIC:
@@ -677,15 +761,15 @@ def function(outputs: Mapping[str, Tensor] | Sequence[Tensor] | Tensor, *,
 
     # literals used in a contraction (or as a tensor argument) get a statement of their own
     lines: list[str] = []
-    rendered: dict[int, str] = {}
+    rendered: dict[int, tuple[str, int]] = {}  # inlined: (text, precedence)
     for t in tensors:
         if t._kind == "literal" and id(t) in names:
             lines.append(f"{names[id(t)]} = {t._text};")
         if t._kind != "stmt":
             continue
-        text = _render(t, names, rendered, inline)
+        text, prec = _render(t, names, rendered, inline)
         if id(t) in inline:
-            rendered[id(t)] = text
+            rendered[id(t)] = (text, prec)
         else:
             lines.append(text + ";")
 
@@ -712,30 +796,40 @@ def _rhs_start(t: Tensor) -> int | None:
     return m.start(1)
 
 
-def _render(t: Tensor, names: dict[int, str], rendered: dict[int, str],
-            inline: set[int]) -> str:
-    """The statement of ``t`` with its placeholders replaced (``rendered`` holds the text of
-    inlined operands; for an inlined ``t`` only the right-hand side is returned)."""
+def _render(t: Tensor, names: dict[int, str], rendered: dict[int, tuple[str, int]],
+            inline: set[int]) -> tuple[str, int]:
+    """The statement of ``t`` with its placeholders replaced (``rendered`` holds the text and
+    precedence of inlined operands; for an inlined ``t`` only the right-hand side), and the
+    precedence of the right-hand side. The precedence is the template's (placeholders count
+    as atoms: an operand is either parenthesised or binds at least as tightly as the
+    operator next to it), or the operand's when the template is one placeholder; so each
+    expression is scanned once, however deep the inlining."""
     template = t._template
     rhs_start = _rhs_start(t)
     if rhs_start is not None and id(t) in inline:
         template = template[rhs_start:]
         rhs_start = 0
+    only = _PLACEHOLDER.fullmatch(template.strip())
+    prec = _precedence(_PLACEHOLDER.sub("X", template)) if rhs_start == 0 else 0
 
     def sub(m: re.Match[str]) -> str:
+        nonlocal prec
         f = m.group(1)
         if f == "O":
             return names[id(t)]
         op = t._operands[int(f)]
         if id(op) in rendered:
-            text = rendered[id(op)]
+            text, inner = rendered[id(op)]
         elif op._kind == "literal" and rhs_start is not None and m.start() >= rhs_start \
                 and _value_position(template, m.start()):
-            text = op._text  # a literal keeps its weak typing where it is a value
+            text = op._text  # a number written where it is a value
+            inner = _precedence(text)
         else:
             return names[id(op)]
-        if _needs_parens(template, m.start(), m.end(), text):
+        if _needs_parens(template, m.start(), m.end(), inner):
             return f"({text})"
+        if only:
+            prec = inner
         return text
 
-    return _PLACEHOLDER.sub(sub, template)
+    return _PLACEHOLDER.sub(sub, template), prec

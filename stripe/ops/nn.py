@@ -18,10 +18,18 @@ from __future__ import annotations
 
 import builtins
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import ArgumentError, ArgumentTypeError
-from .core import Tensor, _as_tensor, broadcast_shapes, emit, result_dtype
+from .core import (
+    Tensor,
+    _as_tensor,
+    _typed_literal,
+    broadcast_shapes,
+    constant,
+    emit,
+    result_dtype,
+)
 
 __all__ = [
     "abs",
@@ -45,8 +53,6 @@ __all__ = [
     "log_softmax",
     "matmul",
     "max_pool",
-    "maximum",
-    "minimum",
     "negative",
     "power",
     "reciprocal",
@@ -128,6 +134,13 @@ def _axes(axes: object, ndim: int, op: str) -> tuple[int, ...]:
 
 def _float_dtype(x: Tensor) -> str:
     return x.dtype if x.dtype in _FLOATS else "float32"
+
+
+def _lit(value: float, dtype: str, op: str) -> str:
+    """``value`` as Tile text that keeps an operation with a ``dtype`` operand in ``dtype``:
+    the plain number where Tile's literal typing allows (``0.2`` next to float32 or
+    float64, ``0`` next to int32 or any float), else a cast (``float16(0.2)``, ``int8(0)``)."""
+    return _typed_literal(constant(value), dtype, op)._text
 
 
 def _to_float(x: Tensor) -> Tensor:
@@ -743,13 +756,14 @@ def batch_norm(x: Tensor, mean: Tensor | None = None, variance: Tensor | None = 
         axes = [i for i in range(x.ndim) if i != a]
         n = builtins.max(math.prod(x.shape[i] for i in axes), 1)
         _, centred, var_sum = _moments(x, axes)
-        y = emit(f"{{O}} = {{0}} / sqrt({{1}} / {n} + {eps!r})", [centred, var_sum], x.shape,
-                 x.dtype, name="Norm")
+        y = emit(f"{{O}} = {{0}} / sqrt({{1}} / {n} + {_lit(eps, x.dtype, op)})",
+                 [centred, var_sum], x.shape, x.dtype, name="Norm")
         return _affine(y, sc, of)
     mu = _param(mean, x, a, op, "mean")
     var = _param(variance, x, a, op, "variance")
-    y = emit(f"{{O}} = ({{0}} - {{1}}) / sqrt({{2}} + {eps!r})", [x, mu, var], x.shape,
-             result_dtype(x, mu, var), name="Norm")
+    dtype = result_dtype(x, mu, var)
+    y = emit(f"{{O}} = ({{0}} - {{1}}) / sqrt({{2}} + {_lit(eps, dtype, op)})", [x, mu, var],
+             x.shape, dtype, name="Norm")
     return _affine(y, sc, of)
 
 
@@ -773,8 +787,8 @@ def layer_norm(x: Tensor, axes: int | Sequence[int] = -1, scale: Tensor | None =
     of = _param(offset, x, None, op, "offset")
     n = builtins.max(math.prod(x.shape[i] for i in ax), 1)
     _, centred, var_sum = _moments(x, ax)
-    y = emit(f"{{O}} = {{0}} / sqrt({{1}} / {n} + {eps!r})", [centred, var_sum], x.shape,
-             x.dtype, name="Norm")
+    y = emit(f"{{O}} = {{0}} / sqrt({{1}} / {n} + {_lit(eps, x.dtype, op)})",
+             [centred, var_sum], x.shape, x.dtype, name="Norm")
     return _affine(y, sc, of)
 
 
@@ -829,40 +843,50 @@ def group_norm(x: Tensor, groups: int, scale: Tensor | None = None,
                    name="Centred")
     sq = emit("{O} = {0} * {0}", [centred], x.shape, x.dtype, name="Square")
     var_sum = group_sum(sq, "SumSq")
-    y = emit(f"{{O}} = {{0}} / sqrt({{1}} / {n} + {eps!r})", [centred, var_sum], x.shape,
-             x.dtype, name="Norm")
+    y = emit(f"{{O}} = {{0}} / sqrt({{1}} / {n} + {_lit(eps, x.dtype, op)})",
+             [centred, var_sum], x.shape, x.dtype, name="Norm")
     return _affine(y, sc, of)
 
 
 # activations ----------------------------------------------------------------------------------
 
-def _unary(x: object, op: str, template: str, name: str, *, real: bool = True,
-           keep_int: bool = False) -> Tensor:
+def _unary(x: object, op: str, template: str | Callable[[Callable[[float], str]], str],
+           name: str, *, real: bool = True) -> Tensor:
+    """``template`` applied to ``x`` (converted to float32 first for a ``real`` op on
+    integers). A callable template receives ``L``, which writes a number so that it keeps
+    ``x``'s type (:func:`_lit`)."""
     t = _as_tensor(x, op, "x")
+    if t._weak:
+        t = _typed_literal(t, "float32" if real else t.dtype, op)
     if real:
         t = _to_float(t)
-    elif not keep_int:
+    else:
         _not_bool(t, op)
+    if callable(template):
+        dtype = t.dtype
+        template = template(lambda v: _lit(v, dtype, op))
     return emit("{O} = " + template, [t], t.shape, t.dtype, name=name)
 
 
 def relu(x: Tensor) -> Tensor:
     """``max(x, 0)``, any number type. Tile: ``O = max(X, 0);``"""
-    return _unary(x, "relu", "max({0}, 0)", "Relu", real=False)
+    return _unary(x, "relu", lambda L: f"max({{0}}, {L(0)})", "Relu", real=False)
 
 
 def leaky_relu(x: Tensor, alpha: float = 0.2) -> Tensor:
     """``x`` where ``x > 0``, else ``alpha * x`` (float). Tile:
     ``O = X > 0 ? X : 0.2 * X;``"""
     a = _float(alpha, "leaky_relu", "alpha")
-    return _unary(x, "leaky_relu", f"{{0}} > 0 ? {{0}} : {a!r} * {{0}}", "LeakyRelu")
+    return _unary(x, "leaky_relu", lambda L: f"{{0}} > 0 ? {{0}} : {L(a)} * {{0}}",
+                  "LeakyRelu")
 
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``. Tile:
     ``O = X > 0 ? X : 1.0 * (exp(X) - 1);``"""
     a = _float(alpha, "elu", "alpha")
-    return _unary(x, "elu", f"{{0}} > 0 ? {{0}} : {a!r} * (exp({{0}}) - 1)", "Elu")
+    return _unary(x, "elu", lambda L: f"{{0}} > 0 ? {{0}} : {L(a)} * (exp({{0}}) - 1)",
+                  "Elu")
 
 
 _SELU_ALPHA = 1.6732632423543772
@@ -873,8 +897,8 @@ def selu(x: Tensor) -> Tensor:
     """``scale * elu(x, alpha)`` with the self-normalising constants (alpha
     1.6732632423543772, scale 1.0507009873554805). Tile:
     ``O = 1.0507009873554805 * (X > 0 ? X : 1.6732632423543772 * (exp(X) - 1));``"""
-    return _unary(x, "selu", f"{_SELU_SCALE!r} * ({{0}} > 0 ? {{0}} : {_SELU_ALPHA!r} * "
-                             f"(exp({{0}}) - 1))", "Selu")
+    return _unary(x, "selu", lambda L: f"{L(_SELU_SCALE)} * ({{0}} > 0 ? {{0}} : "
+                                       f"{L(_SELU_ALPHA)} * (exp({{0}}) - 1))", "Selu")
 
 
 def sigmoid(x: Tensor) -> Tensor:
@@ -886,7 +910,8 @@ def sigmoid(x: Tensor) -> Tensor:
 def hard_sigmoid(x: Tensor) -> Tensor:
     """``clip(0.2 * x + 0.5, 0, 1)`` (Keras's definition). Tile:
     ``O = min(max(0.2 * X + 0.5, 0), 1);``"""
-    return _unary(x, "hard_sigmoid", "min(max(0.2 * {0} + 0.5, 0), 1)", "HardSigmoid")
+    return _unary(x, "hard_sigmoid", lambda L: f"min(max({L(0.2)} * {{0}} + {L(0.5)}, 0), 1)",
+                  "HardSigmoid")
 
 
 def tanh(x: Tensor) -> Tensor:
@@ -929,20 +954,27 @@ def gelu(x: Tensor, approximate: str = "tanh") -> Tensor:
     """
     op = "gelu"
     if approximate == "tanh":
-        return _unary(x, op, "0.5 * {0} * (1 + tanh(0.7978845608028654 * "
-                             "({0} + 0.044715 * {0} * {0} * {0})))", "Gelu")
+        return _unary(x, op, lambda L: f"{L(0.5)} * {{0}} * (1 + tanh({L(0.7978845608028654)}"
+                                       f" * ({{0}} + {L(0.044715)} * {{0}} * {{0}} * {{0}})))",
+                      "Gelu")
     if approximate != "none":
         raise ArgumentError(f"{op}: approximate must be 'tanh' or 'none', got {approximate!r}")
-    t = _to_float(_as_tensor(x, op, "x"))
+    t = _as_tensor(x, op, "x")
+    t = _to_float(_typed_literal(t, "float32", op) if t._weak else t)
+
+    def lit(v: float) -> str:
+        return _lit(v, t.dtype, op)
+
     # z = |x| / sqrt(2); erf(z) = 1 - poly(u) * exp(-z * z), u = 1 / (1 + p z)
-    z = emit("{O} = abs({0}) * 0.7071067811865476", [t], t.shape, t.dtype, name="Z")
-    u = emit(f"{{O}} = 1 / (1 + {_AS_P!r} * {{0}})", [z], t.shape, t.dtype, name="U")
-    a1, a2, a3, a4, a5 = (repr(v) for v in _AS_A)
+    z = emit(f"{{O}} = abs({{0}}) * {lit(0.7071067811865476)}", [t], t.shape, t.dtype,
+             name="Z")
+    u = emit(f"{{O}} = 1 / (1 + {lit(_AS_P)} * {{0}})", [z], t.shape, t.dtype, name="U")
+    a1, a2, a3, a4, a5 = (lit(v) for v in _AS_A)
     poly = f"{{1}} * ({a1} + {{1}} * ({a2} + {{1}} * ({a3} + {{1}} * ({a4} + {{1}} * {a5}))))"
     erf_abs = emit(f"{{O}} = 1 - {poly} * exp(-{{0}} * {{0}})", [z, u], t.shape, t.dtype,
                    name="Erf")
-    return emit("{O} = 0.5 * {0} * (1 + ({0} < 0 ? -{1} : {1}))", [t, erf_abs], t.shape,
-                t.dtype, name="Gelu")
+    return emit(f"{{O}} = {lit(0.5)} * {{0}} * (1 + ({{0}} < 0 ? -{{1}} : {{1}}))",
+                [t, erf_abs], t.shape, t.dtype, name="Gelu")
 
 
 # elementwise math -------------------------------------------------------------------------------
@@ -1007,30 +1039,19 @@ def ceil(x: Tensor) -> Tensor:
     return _unary(x, "ceil", "ceil({0})", "Ceil", real=False)
 
 
-def _binary_call(fn: str, x: object, y: object, op: str, name: str) -> Tensor:
+def power(x: Tensor | float, y: Tensor | float) -> Tensor:
+    """``x ** y`` elementwise (numpy broadcasting, promoted type). Tile:
+    ``O = pow(X, Y);``"""
+    op = "power"
     a = _as_tensor(x, op, "x")
     b = _as_tensor(y, op, "y")
+    if a._weak and b._weak:
+        raise ArgumentError(f"{op}: x or y must be a Tensor")
     shape = broadcast_shapes(a.shape, b.shape, op=op)
     dtype = result_dtype(a, b)
     if dtype == "bool":
         raise ArgumentError(f"{op}: x and y are bool; cast them to a number type first")
-    t = emit(f"{{O}} = {fn}({{0}}, {{1}})", [a, b], shape, dtype, name=name)
-    t._weak = a._weak and b._weak
-    return t
-
-
-def maximum(x: Tensor | float, y: Tensor | float) -> Tensor:
-    """Elementwise maximum (numpy broadcasting, promoted type). Tile: ``O = max(X, Y);``"""
-    return _binary_call("max", x, y, "maximum", "Max")
-
-
-def minimum(x: Tensor | float, y: Tensor | float) -> Tensor:
-    """Elementwise minimum (numpy broadcasting, promoted type). Tile: ``O = min(X, Y);``"""
-    return _binary_call("min", x, y, "minimum", "Min")
-
-
-def power(x: Tensor | float, y: Tensor | float) -> Tensor:
-    """``x ** y`` elementwise (numpy broadcasting, promoted type). Tile:
-    ``O = pow(X, Y);``"""
-    return _binary_call("pow", x, y, "power", "Pow")
+    a = _typed_literal(a, dtype, op) if a._weak else a
+    b = _typed_literal(b, dtype, op) if b._weak else b
+    return emit("{O} = pow({0}, {1})", [a, b], shape, dtype, name="Pow")
 
