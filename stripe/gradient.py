@@ -737,6 +737,9 @@ class _Builder:
                 continue
             if not _active(node, sw):
                 continue
+            kids = [k for k, _ in A.children(node)]  # type: ignore[misc]
+            if not _is_name(adj) and sum(_active(k, sw) for k in kids) > 1:
+                adj = sw.emit(sw.fresh(f"{s.name}_adj"), adj)  # shared by several operands
             for child, child_adj in self._partials(s, node, adj):
                 if child_adj is not None:
                     stack.append((child, child_adj))

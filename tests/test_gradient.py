@@ -246,3 +246,18 @@ def test_integer_inputs_are_left_out_by_default() -> None:
     op = OPS_BY_NAME["cond_contraction"]
     g = gradient(op.source, inputs=dict(op.inputs))
     assert re.search(r"-> \(C_grad\)", g)
+
+
+def test_op_library_functions(rng: np.random.Generator) -> None:
+    """A stripe.ops function is accepted as it is (its own input shapes and dtypes)."""
+    from stripe import ops
+
+    x = ops.input("X", (1, 6, 5, 3), "float64")
+    w = ops.input("W", (3, 3, 3, 4), "float64")
+    b = ops.input("B", (4,), "float64")
+    fn = ops.function({"Y": ops.relu(ops.conv(x, w, strides=1, padding="same") + b)})
+    g = gradient(fn, wrt=["W", "B"])
+    assert g.startswith("function (X[1, 6, 5, 3], W[3, 3, 3, 4], B[4], Y_grad[")
+    arrays = {"X": rng.standard_normal((1, 6, 5, 3)), "W": rng.standard_normal((3, 3, 3, 4)),
+              "B": rng.standard_normal(4)}
+    fd_check(fn.tile_source, arrays, rng)
