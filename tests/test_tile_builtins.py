@@ -560,7 +560,7 @@ COMPILED = """function (I[X, Y], T[X, Y], C[Y]) -> (S, L, B, E, H) {
 }"""
 
 
-@pytest.mark.parametrize("config", ["cpu_generic", "cpu_avx2"])
+@pytest.mark.parametrize("config", ["cpu_generic", "cpu_avx2", "npu_example"])
 def test_compiled_builtins_match_numpy_and_the_interpreter(config: str, random_array) -> None:
     from stripe.codegen.build import missing_cpu_features
     from stripe.compiler import compile_program
