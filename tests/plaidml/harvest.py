@@ -617,12 +617,10 @@ def harvest_case(run: Runner, corpus: Corpus, case: Case) -> None:
             with zipfile.ZipFile(path) as z:
                 code = z.read("code").decode()
         hdr_in, hdr_out = _header_names(code)
-        expected_in = sorted("X" + k for k in holders)
-        if sorted(hdr_in) != expected_in:
-            raise Skip(f"the composed function has inputs {hdr_in} (constants the composer "
-                       f"binds itself), expected {expected_in}")
+        given = {"X" + k: v for k, v in data.items()}
+        consts = _composer_constants(run, [n for n in hdr_in if n not in given], outs)
         result = run.invoke(func, dict(data), list(outs))
-        corpus.add(name, "composed", name, code, {"X" + k: v for k, v in data.items()}, set(),
+        corpus.add(name, "composed", name, code, {**given, **consts}, set(consts),
                    {"X" + k: v for k, v in result.items()})
     except Skip as e:
         corpus.skipped.append({"name": name, "kind": "composed", "reason": str(e)})
@@ -676,6 +674,28 @@ def harvest_case(run: Runner, corpus: Corpus, case: Case) -> None:
         for k, arr in result.items():
             values[(id(o), k)] = arr
         corpus.add(_unique(label, corpus), "op", name, o.code, arrays, consts, result)
+
+
+def _composer_constants(run: Runner, names: list[str],
+                        outs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The values of the composed function's inputs ``names`` (``X_I_<k>``): the constant
+    tensors of the graph, which the composer binds itself under names that do not say which
+    tensor each is. Recorded only where that cannot matter: one constant tensor, or several
+    equal ones; otherwise the composed form is skipped."""
+    if not names:
+        return {}
+    tensors: dict[int, np.ndarray] = {}
+    for o in _graph_ops(list(outs.values())):
+        for v in o.inputs.values():
+            if v.source is None and isinstance(v.var, plaidml.Tensor):
+                tensors.setdefault(id(v.var), run.read(v.var))
+    arrays = list(tensors.values())
+    same = all(a.shape == arrays[0].shape and a.dtype == arrays[0].dtype
+               and np.array_equal(a, arrays[0]) for a in arrays)
+    if len(arrays) != len(names) or not same:
+        raise Skip(f"the composed function has inputs {names} (constant tensors the composer "
+                   f"binds itself), which do not map to the graph's {len(arrays)} tensors")
+    return dict(zip(names, arrays))
 
 
 def _unique(label: str, corpus: Corpus) -> str:
