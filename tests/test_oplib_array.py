@@ -773,3 +773,112 @@ def test_shape_ops_match_numpy(shape: tuple[int, ...], data: st.DataObject) -> N
     np.testing.assert_array_equal(got["C"], np.concatenate([a, b, a], axis))
     np.testing.assert_array_equal(got["F"], np.flip(a, axis))
     np.testing.assert_array_equal(got["K"], np.cumsum(a, axis) - (a if exclusive else 0))
+
+
+# PlaidML 0.7 runs the same Tile ---------------------------------------------------------
+
+_PLAIDML_WORKER = r'''
+import json, os, sys
+import numpy as np
+os.environ.setdefault("PLAIDML_EXPERIMENTAL", "1")
+os.environ.setdefault("PLAIDML_DEVICE_IDS", "llvm_cpu.0")
+import plaidml
+ctx = plaidml.Context()
+dev = plaidml.Device(ctx, plaidml.devices(ctx, limit=10)[0])
+DT = {"float32": plaidml.DType.FLOAT32, "int32": plaidml.DType.INT32}
+results = {}
+for name, p in json.load(open(sys.argv[1])).items():
+    inv = plaidml.Invoker(ctx, plaidml.Function(p["source"]))
+    for k, (vals, dt, shape) in p["inputs"].items():
+        t = plaidml.Tensor(dev, plaidml.Shape(ctx, DT[dt], *shape))
+        with t.mmap_discard(ctx) as view:
+            view.copy_from_ndarray(np.array(vals, dt).reshape(shape))
+            view.writeback()
+        inv.set_input(k, t)
+    dt, shape = p["out"]
+    out = plaidml.Tensor(dev, plaidml.Shape(ctx, DT[dt], *shape))
+    inv.set_output("Y", out)
+    inv.invoke()
+    res = np.empty(shape, dt)
+    with out.mmap_current() as view:
+        view.copy_to_ndarray(res)
+    results[name] = res.tolist()
+json.dump(results, open(sys.argv[2], "w"))
+'''
+
+
+def _plaidml_python() -> Path | None:
+    import os
+    venv = os.environ.get("STRIPE_BENCH_PEERS_VENV")
+    root = Path(venv) if venv else Path.home() / ".cache" / "stripe-bench" / "peers-venv"
+    python = root / "bin" / "python"
+    return python if python.exists() else None
+
+
+def _symbolic_declarations(source: str) -> str:
+    """PlaidML 0.7 wants names for the sizes of input declarations (``X[D0, D1]``)."""
+    import re
+    head, rest = source.split(")", 1)
+    count = iter(range(10**6))
+
+    def names(m: re.Match[str]) -> str:
+        sizes = ", ".join(f"D{next(count)}" for _ in m.group(2).split(","))
+        return f"{m.group(1)}[{sizes}]"
+    return re.sub(r"([A-Z][A-Za-z0-9_]*)\[([0-9, ]+)\]", names, head) + ")" + rest
+
+
+def test_plaidml_runs_the_same_tile_with_the_same_results(tmp_path: Path) -> None:
+    """The Tile the array ops write is PlaidML 0.7's language: run through PlaidML (the
+    optional peers venv of benchmarks/setup_peers.sh), it gives the interpreter's results."""
+    import json
+    import subprocess
+    python = _plaidml_python()
+    if python is None:
+        pytest.skip("PlaidML 0.7 is not installed (benchmarks/setup_peers.sh)")
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 4, (3, 5, 4)).astype(np.float32)
+    idx = np.array([2, -1, 0], np.int32)
+    calls: dict[str, Callable[[ops.Tensor, ops.Tensor], ops.Tensor]] = {
+        "argmax": lambda x, i: ops.argmax(x, 1),
+        "getitem": lambda x, i: x[2:0:-1, ::-2, None, 1],
+        "pad_reflect": lambda x, i: ops.pad(x, ((1, 2), (0, 1), (3, 0)), "reflect"),
+        "concatenate": lambda x, i: ops.concatenate([x, x[:, :2]], 1),
+        "gather": lambda x, i: ops.gather(x, i, 1),
+        "one_hot": lambda x, i: ops.one_hot(i, 4),
+        "resize": lambda x, i: ops.resize(x, (7, 3), (1, 2), mode="bilinear"),
+    }
+    if LONG:
+        calls |= {
+            "argmin": lambda x, i: ops.argmin(x, -1),
+            "variance": lambda x, i: ops.variance(x, 2),
+            "pad_value": lambda x, i: ops.pad(x, 1, value=2.5),
+            "sum": lambda x, i: ops.sum(x, (0, 2), keepdims=True),
+            "mean": lambda x, i: ops.mean(x, 1), "prod": lambda x, i: ops.prod(x, 0),
+            "pad_edge": lambda x, i: ops.pad(x, ((1, 2), (0, 1), (3, 0)), "edge"),
+            "tile": lambda x, i: ops.tile(x, (2, 1, 2)),
+            "repeat": lambda x, i: ops.repeat(x, 2, 1),
+            "transpose": lambda x, i: ops.transpose(x, (2, 0, 1)),
+            "broadcast": lambda x, i: ops.broadcast_to(x[:, :1], (2, 3, 5, 4)),
+            "cumsum": lambda x, i: ops.cumsum(x, 1),
+            "cumprod": lambda x, i: ops.cumprod(x, 2, exclusive=True),
+            "clip": lambda x, i: ops.clip(x, -1, 2),
+            "where": lambda x, i: ops.where(x > 0, x, -1.0),
+            "nearest": lambda x, i: ops.resize(x, (7, 3), (1, 2)),
+        }
+    progs, want = {}, {}
+    for name, call in calls.items():
+        fn = ops.function({"Y": call(ops.input("X", a.shape), ops.input("I", (3,), "int32"))})
+        arrays = {k: v for k, v in {"X": a, "I": idx}.items() if k in fn.inputs}
+        want[name] = run(fn, arrays)["Y"]
+        progs[name] = {"source": _symbolic_declarations(fn.source),
+                       "inputs": {k: [v.tolist(), str(v.dtype), list(v.shape)]
+                                  for k, v in arrays.items()},
+                       "out": [str(want[name].dtype), list(want[name].shape)]}
+    (tmp_path / "progs.json").write_text(json.dumps(progs))
+    (tmp_path / "worker.py").write_text(_PLAIDML_WORKER)
+    subprocess.run([str(python), str(tmp_path / "worker.py"), str(tmp_path / "progs.json"),
+                    str(tmp_path / "out.json")], check=True, capture_output=True, timeout=600)
+    got = json.loads((tmp_path / "out.json").read_text())
+    for name in calls:
+        np.testing.assert_allclose(np.array(got[name], want[name].dtype), want[name],
+                                   rtol=1e-6, atol=1e-6, err_msg=name)

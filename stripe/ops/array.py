@@ -448,9 +448,9 @@ def _arg_extremum(op: str, agg: str, x: object, axis: object, keepdims: object) 
     _nonempty(t, [a], op)
     n = t.shape[a]
     m = _reduce(t, [a], True, agg, t.dtype, "Max" if agg == ">" else "Min")
-    hit = "({0} == {1}) | ({0} != {0})" if _kind(t.dtype) == "float" else "{0} == {1}"
-    e = emit(f"{{O}} = ({hit}) ? {n} - index({{0}}, {a}) : 0", [t, m], t.shape, "int32",
-             name="Hit")
+    mark = f"{n} - index({{0}}, {a})"
+    nan = f"({{0}} != {{0}} ? {mark} : 0)" if _kind(t.dtype) == "float" else "0"
+    e = emit(f"{{O}} = {{0}} == {{1}} ? {mark} : {nan}", [t, m], t.shape, "int32", name="Hit")
     first = _reduce(e, [a], keep, ">", "int32", "First")
     out = emit(f"{{O}} = {n} - {{0}}", [first], first.shape, "int32",
                name="ArgMax" if agg == ">" else "ArgMin")
@@ -465,7 +465,7 @@ def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor
     the first NaN's index is returned when there is one. The axis must not be empty. ::
 
         M[i0, 0 : N0, 1] = >(X[i0, i1]);
-        H = ((X == M) | (X != X)) ? N1 - index(X, 1) : 0;   // N1 - i where X[i] is a maximum
+        H = X == M ? N1 - index(X, 1) : (X != X ? N1 - index(X, 1) : 0);  // N1 - i at a max
         F[i0 : N0] = >(H[i0, i1]);                        // N1 - (the first such i)
         O = N1 - F;
     """
@@ -477,7 +477,7 @@ def argmin(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor
     ties, first NaN if any) with ``<`` for the extremum. ::
 
         M[i0, 0 : N0, 1] = <(X[i0, i1]);
-        H = ((X == M) | (X != X)) ? N1 - index(X, 1) : 0;
+        H = X == M ? N1 - index(X, 1) : (X != X ? N1 - index(X, 1) : 0);
         F[i0 : N0] = >(H[i0, i1]);
         O = N1 - F;
     """
@@ -1373,7 +1373,9 @@ def _resize_front(front: Tensor, m: int, mode: str, coordinates: str,
                               for d in range(front.ndim)])
         return broadcast_to(first, (m, *front.shape[1:]))
     rng = _arange_like(1, 0, m)
-    c = "as_int(index({0}, 0), 64)"
+    c = "as_int(index({0}, 0), 64)"     # positions and coordinates in int64 ...
+    width = 32 if n <= 2**31 else 64     # ... the gathered indices int32 (PlaidML's) if they fit
+    itype = f"int{width}"
     if mode == "nearest":
         if rounding == "floor":
             text = _floor_div_text(ca, cb, den, m, c)
@@ -1382,13 +1384,14 @@ def _resize_front(front: Tensor, m: int, mode: str, coordinates: str,
         else:  # round(x) = floor((2 * num + den - 1 or den) / (2 * den))
             k = den - 1 if rounding == "round_prefer_floor" else den
             text = _floor_div_text(2 * ca, 2 * cb + k, 2 * den, m, c)
-        j = emit(f"{{O}} = min(max({text}, 0), {n - 1})", [rng], (m,), "int64",
+        j = emit(f"{{O}} = as_int(min(max({text}, 0), {n - 1}), {width})", [rng], (m,), itype,
                  name="Nearest")
         return _gather_front(front, j)
     lo_text = f"min(max({_floor_div_text(ca, cb, den, m, c)}, 0), {n - 1})"
-    lo = emit(f"{{O}} = {lo_text}", [rng], (m,), "int64", name="Lo")
-    hi = emit(f"{{O}} = min({{0}} + 1, {n - 1})", [lo], (m,), "int64", name="Hi")
-    offset = _cast_text(front.dtype, f"max({_linear_text(ca, cb, c)} - {{1}} * {den}, 0)")
+    lo = emit(f"{{O}} = as_int({lo_text}, {width})", [rng], (m,), itype, name="Lo")
+    hi = emit(f"{{O}} = min({{0}} + 1, {n - 1})", [lo], (m,), itype, name="Hi")
+    offset = _cast_text(front.dtype,
+                        f"max({_linear_text(ca, cb, c)} - as_int({{1}}, 64) * {den}, 0)")
     w = emit(f"{{O}} = {offset} / {den}", [rng, lo], (m,), front.dtype, name="Weight")
     w = reshape(w, (m,) + (1,) * (front.ndim - 1))
     g0 = _gather_front(front, lo)
