@@ -6,7 +6,9 @@ same check on random Tile programs (hypothesis); ties, zeros, the printed form a
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -261,3 +263,15 @@ def test_op_library_functions(rng: np.random.Generator) -> None:
     arrays = {"X": rng.standard_normal((1, 6, 5, 3)), "W": rng.standard_normal((3, 3, 3, 4)),
               "B": rng.standard_normal(4)}
     fd_check(fn.tile_source, arrays, rng)
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "gradients.md"
+DOC_EXAMPLE = re.compile(r"<!-- gradient (\{.*?\}) -->\n```\n(.*?)```\n\ngives\n\n```\n(.*?)```",
+                         re.S)
+
+
+def test_doc_examples_are_the_real_output() -> None:
+    examples = DOC_EXAMPLE.findall(DOC.read_text())
+    assert len(examples) >= 8
+    for kwargs, source, expected in examples:
+        assert gradient(source, **json.loads(kwargs)) == expected, source
