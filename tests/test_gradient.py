@@ -275,3 +275,44 @@ def test_doc_examples_are_the_real_output() -> None:
     assert len(examples) >= 8
     for kwargs, source, expected in examples:
         assert gradient(source, **json.loads(kwargs)) == expected, source
+
+
+# every elementwise function, on inputs inside its domain and away from its kinks
+UNARY_DOMAINS = {
+    "exp": (-2, 2), "log": (0.5, 3), "sqrt": (0.5, 3), "tanh": (-2, 2), "sin": (-3, 3),
+    "cos": (-3, 3), "tan": (-1, 1), "asin": (-0.8, 0.8), "acos": (-0.8, 0.8),
+    "atan": (-3, 3), "sinh": (-2, 2), "cosh": (-2, 2), "asinh": (-3, 3), "acosh": (1.5, 3),
+    "atanh": (-0.8, 0.8), "abs": (0.2, 2), "sigmoid": (-3, 3), "relu": (0.2, 2),
+}
+EXPRESSIONS = [f"{fn}(A) * B" for fn in UNARY_DOMAINS] + [
+    "-abs(A) + A % B", "pow(A, B)", "pow(A, 3) - pow(2.0, B)", "max(A, B) * min(A, 2 * B)",
+    "A > B ? A * B : B / A", "as_float(A, 64) * float64(B)", "A / (B + 2.0) - (A - B) * 2",
+    "A * (A > 0.5) + floor(A) * B", "reshape(A, N * M)", "exp(-A * B) / (1 + A * A)",
+]
+
+
+@pytest.mark.parametrize("expr", EXPRESSIONS)
+def test_elementwise_functions(expr: str, rng: np.random.Generator) -> None:
+    fn = expr.split("(")[0]
+    lo, hi = UNARY_DOMAINS.get(fn, (0.5, 2.0))
+    body = f"O = {expr};"
+    if "abs(A) + A % B" in expr:
+        lo, hi = -2.0, 2.0
+    arrays = {"A": rng.uniform(lo, hi, (3, 4)), "B": rng.uniform(0.5, 2.0, (3, 4))}
+    if "abs" in expr or "relu" in expr:  # away from the kink at 0
+        arrays["A"] = np.where(np.abs(arrays["A"]) < 0.2, 0.5, arrays["A"])
+    if "%" in expr:  # away from the jumps of fmod
+        arrays["B"] = np.full((3, 4), 0.7)
+        arrays["A"] = 0.7 * (np.round(arrays["A"] / 0.7) + rng.uniform(0.2, 0.8, (3, 4)))
+    fd_check(f"function (A[N, M], B[N, M]) -> (O) {{ {body} }}", arrays, rng)
+
+
+def test_gather_and_broadcast_dimensions(rng: np.random.Generator) -> None:
+    # gather clamps out-of-range rows (-3 -> 0, 9 -> 4); C is a dimension used as a number
+    src = """function (A[R, C], I[K], S[], V[1, C]) -> (O) {
+        G = gather(A, I);
+        O = G * S + V * C;
+    }"""
+    arrays = {"A": rng.standard_normal((5, 3)), "I": np.array([0, 4, 4, -3, 9], np.int32),
+              "S": np.array(1.5), "V": rng.standard_normal((1, 3))}
+    fd_check(src, arrays, rng)
