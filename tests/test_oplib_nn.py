@@ -1,3 +1,4 @@
+# ruff: noqa: E741  (tensor names follow Tile and PlaidML: I, ...)
 """stripe.ops neural-network ops against numpy: every op on odd shapes in two dtypes through
 the interpreter; all of them in one function through cpu_generic, the host's CPU config and
 npu_example; the IR of a conv + bias + relu built with ops equals hand-written Tile's."""
@@ -301,6 +302,8 @@ def case_activations(rng, dt, p):
         sig = 1 / (1 + np.exp(-x))
         table = {
             "Relu": (ops.relu(t["X"]), np.maximum(x, 0)),
+            "ReluOpts": (ops.relu(t["X"], alpha=0.25, max_value=1.5, threshold=-0.5),
+                         np.minimum(np.where(x < -0.5, 0.25 * (x + 0.5), x), 1.5)),
             "Leaky": (ops.leaky_relu(t["X"], 0.1), np.where(x > 0, x, 0.1 * x)),
             "Elu": (ops.elu(t["X"], 0.5), np.where(x > 0, x, 0.5 * np.expm1(x))),
             "Selu": (ops.selu(t["X"]), 1.0507009873554805 * np.where(
@@ -340,10 +343,12 @@ def case_int_activations(rng, dt, p):
     x = a[f"{p}X"]
     outs = {f"{p}Relu": ops.relu(t["X"]), f"{p}Sq": ops.square(t["X"]),
             f"{p}Sig": ops.sigmoid(t["X"]), f"{p}Abs": ops.abs(t["X"]),
-            f"{p}Pow": ops.power(t["X"], 2)}
+            f"{p}Pow": ops.power(t["X"], 2), f"{p}Relu6": ops.relu(t["X"], max_value=6),
+            f"{p}ReluT": ops.relu(t["X"], alpha=0.5, threshold=1)}
     refs = {f"{p}Relu": np.maximum(x, 0), f"{p}Sq": x * x,
             f"{p}Sig": (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32),
-            f"{p}Abs": np.abs(x), f"{p}Pow": x ** 2}
+            f"{p}Abs": np.abs(x), f"{p}Pow": x ** 2, f"{p}Relu6": np.clip(x, 0, 6),
+            f"{p}ReluT": np.where(x < 1, 0.5 * (x.astype(np.float32) - 1), x).astype(np.float32)}
     return a, outs, refs
 
 
@@ -451,6 +456,114 @@ def test_core_ops_on_every_config(config, rng):
             "LN": norm_ref(g["D"], (1, 2), 1e-5)}
     got = stripe.compile(ops.function(outs), target=config)(**arrays)
     compare(got, refs, outs, config)
+
+
+# PlaidML's results: the corpus PlaidML 0.7 computed (tests/golden/plaidml, docs/plaidml_corpus.md)
+
+CF = {"data_format": "channels_first"}
+PLAIDML = {
+    # plaidml.op
+    "average_pool_1d_valid": lambda I: ops.avg_pool(I, 3, strides=2, **CF),
+    "average_pool_2d_same_nxc": lambda I: ops.avg_pool(I, 3, strides=2, padding="same"),
+    "average_pool_2d_explicit": lambda I: ops.avg_pool(I, (2, 3), strides=(1, 2),
+                                                       padding=1, **CF),
+    "average_pool_2d_same_lower": lambda I: ops.avg_pool(I, (3, 2), strides=(2, 3),
+                                                         padding="same_lower", **CF),
+    "max_pool_2d_valid": lambda I: ops.max_pool(I, 2, strides=2, **CF),
+    "max_pool_2d_same_nxc": lambda I: ops.max_pool(I, 3, strides=2, padding="same"),
+    "max_pool_1d_explicit": lambda I: ops.max_pool(I, 3, strides=1, padding=[(1, 2)], **CF),
+    "max_pool_3d_same": lambda I: ops.max_pool(I, (2, 3, 2), strides=(2, 2, 1),
+                                               padding="same"),
+    "conv1d_valid": lambda I, K: ops.conv(I, K),
+    "conv1d_dilated": lambda I, K: ops.conv(I, K, dilations=2),
+    "conv1d_same_strided": lambda I, K: ops.conv(I, K, strides=3, padding="same"),
+    "conv2d_same": lambda I, K: ops.conv(I, K, padding="same"),
+    "conv2d_same_lower_strided": lambda I, K: ops.conv(I, K, strides=2, padding="same_lower"),
+    "conv2d_explicit": lambda I, K: ops.conv(I, K, padding=[(1, 2), (0, 1)]),
+    "conv2d_nchw": lambda I, K: ops.conv(I, K, data_format="NCHW"),
+    "conv2d_dilated_strided": lambda I, K: ops.conv(I, K, strides=(2, 1), dilations=2),
+    "conv2d_depthwise": lambda I, K: ops.depthwise_conv(I, K, padding="same"),
+    "conv2d_nchw_grouped": lambda I, K: ops.conv(I, K, groups=2, padding="same",
+                                                 data_format="NCHW"),
+    "conv3d_same": lambda I, K: ops.conv(I, K, strides=(2, 1, 2), padding="same"),
+    "conv_transpose1d": lambda I, K: ops.conv_transpose(I, K, strides=2),
+    "conv_transpose2d": lambda I, K: ops.conv_transpose(I, K, strides=2),
+    "dot_2d": lambda A, B: ops.matmul(A, B),
+    "dot_3d": lambda A, B: ops.matmul(A, B),
+    "matmul_2d": lambda A, B: ops.matmul(A, B),
+    "matmul_batched": lambda A, B: ops.matmul(A, B),
+    "dt_float64_matmul": lambda A, B: ops.matmul(A, B),
+    "dt_float16_matmul": lambda A, B: ops.matmul(A, B),
+    "elu": lambda X: ops.elu(X, 0.7),
+    "relu": ops.relu,
+    "relu_alpha_max": lambda X: ops.relu(X, alpha=0.1, max_value=1.0),
+    "relu_threshold": lambda X: ops.relu(X, threshold=0.5),
+    "sigmoid": ops.sigmoid,
+    "softmax": lambda X: ops.softmax(X, axis=1),
+    "softmax_axis0": lambda X: ops.softmax(X, axis=(0, 1, 2)),  # PlaidML flattens from axis
+    "dt_float64_softmax": lambda A: ops.softmax(A, axis=1),
+    "log_softmax": lambda X: ops.log_softmax(X, axis=1),
+    "log_softmax_3d": lambda X: ops.log_softmax(X, axis=range(1, 3)),
+    "tanh": ops.tanh, "exp": ops.exp, "log": ops.log, "sqrt": ops.sqrt, "sin": ops.sin,
+    "cos": ops.cos, "floor": ops.floor, "ceiling": ops.ceil,
+    "pow": lambda X: ops.power(X, 1.5),
+    "pow_tensor": lambda X, P: ops.power(X, P),
+    "dt_float64_exp_tanh": lambda A: ops.exp(A) - ops.tanh(A),
+    # the Keras backend
+    "k_conv2d_same": lambda I, W: ops.conv(I, W, strides=2, padding="same"),
+    "k_conv2d_channels_first": lambda I, W: ops.conv(I, W, dilations=(2, 1), data_format="NCHW",
+                                                     kernel_format="HWIO"),
+    "k_conv1d_causal": lambda I, W: ops.conv(I, W, padding=[(2, 0)]),
+    "k_conv2d_transpose": lambda I, W: ops.conv_transpose(I, W, output_shape=(8, 6), strides=2,
+                                                          padding="same"),
+    "k_depthwise_conv2d": lambda I, W: ops.depthwise_conv(I, W, padding="same"),
+    "k_separable_conv2d": lambda I, D, P: ops.conv(ops.depthwise_conv(I, D), P),
+    "k_pool2d_avg_same": lambda I: ops.avg_pool(I, (3, 2), strides=2, padding="same"),
+    "k_pool2d_max_valid": lambda I: ops.max_pool(I, 2, strides=(1, 2)),
+    "k_pool3d_max": lambda I: ops.max_pool(I, 2, strides=2),
+    "k_batch_normalization": lambda X, M, V, B, G: ops.batch_norm(X, M, V, B, G, epsilon=1e-3),
+    "k_bias_add": lambda X, B: X + B,
+    "k_batch_dot": lambda A, B: ops.matmul(A, B),
+    "k_elu": lambda X: ops.elu(X, 0.5),
+    "k_hard_sigmoid": ops.hard_sigmoid,
+    "k_softmax": ops.softmax,
+    "k_softplus": ops.softplus,
+    "k_softsign": ops.softsign,
+}
+
+
+@pytest.fixture(scope="module")
+def plaidml_corpus():
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent / "golden" / "plaidml"
+    index = json.loads((root / "index.json").read_text())
+    entries = {e["case"]: e for e in index["entries"] if e["kind"] == "composed"}
+    with np.load(root / "arrays.npz") as z:
+        arrays = {k: z[k] for k in z.files if k.split("/")[0] in PLAIDML}
+    return entries, arrays
+
+
+@pytest.mark.parametrize("case", sorted(PLAIDML))
+def test_ops_give_plaidml_results(case, plaidml_corpus):
+    """The op, called as the PlaidML case calls PlaidML's, on the same inputs, gives
+    PlaidML's output (its type and shape too)."""
+    entries, arrays = plaidml_corpus
+    entry = entries[case]
+    tensors = {name: ops.input(name, tuple(info["shape"]), info["dtype"])
+               for name, info in entry["inputs"].items()}
+    (out_name, out_info), = entry["outputs"].items()
+    by_name = {name.removeprefix("X"): t for name, t in tensors.items()}  # the case's names
+    y = PLAIDML[case](*by_name.values()) if len(by_name) == 1 else PLAIDML[case](**by_name)
+    fn = ops.function({"Y": y})
+    got = stripe.interpret(stripe.lower(fn), {n: arrays[f"{case}/in/{n}"]
+                                              for n in entry["inputs"]})["Y"]
+    want = arrays[f"{case}/out/{out_name}"]
+    assert got.shape == want.shape == tuple(out_info["shape"])
+    assert str(got.dtype) == out_info["dtype"], (got.dtype, out_info["dtype"])
+    tol = 2e-3 if want.dtype == np.float16 else 1e-5
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
 # speed: ops write the Tile a person would ----------------------------------------------------

@@ -639,10 +639,20 @@ def _reduce(x: Tensor, axes: Sequence[int], agg: str, name: str,
     return emit(stmt, [x], out_sz, x.dtype, name=name)
 
 
-def softmax(x: Tensor, axis: int = -1) -> Tensor:
+def _softmax_axes(axis: object, ndim: int, op: str) -> tuple[int, ...]:
+    if isinstance(axis, range):
+        axis = tuple(axis)
+    if isinstance(axis, int) and not isinstance(axis, bool):
+        return (_axis(axis, ndim, op),)
+    return _axes(axis, ndim, op)
+
+
+def softmax(x: Tensor, axis: int | Sequence[int] = -1) -> Tensor:
     """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (the maximum is subtracted first,
-    so large inputs do not overflow). Float result (``float32`` for integers). Tile (axis 1
-    of a matrix)::
+    so large inputs do not overflow). ``axis`` may be a sequence: the elements of those axes
+    are normalised together (PlaidML's ``op.softmax(x, axis=a)`` on a rank-3 or higher
+    tensor is ``softmax(x, axis=range(a, x.ndim))``). Float result (``float32`` for
+    integers). Tile (axis 1 of a matrix)::
 
         M[n, 0 : N, 1] = >(X[n, c]);
         E = exp(X - M);
@@ -653,16 +663,16 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
     x = _to_float(_tensor(x, op))
     if x.ndim == 0:
         raise ArgumentError(f"{op}: x must have rank >= 1")
-    a = _axis(axis, x.ndim, op)
-    m = _reduce(x, [a], ">", "Max")
+    a = _softmax_axes(axis, x.ndim, op)
+    m = _reduce(x, a, ">", "Max")
     e = emit("{O} = exp({0} - {1})", [x, m], x.shape, x.dtype, name="Exp")
-    s = _reduce(e, [a], "+", "Sum")
+    s = _reduce(e, a, "+", "Sum")
     return emit("{O} = {0} / {1}", [e, s], x.shape, x.dtype, name="Softmax")
 
 
-def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
-    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (stable for large inputs). Tile
-    (axis 1 of a matrix)::
+def log_softmax(x: Tensor, axis: int | Sequence[int] = -1) -> Tensor:
+    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (an int or a sequence, as in
+    :func:`softmax`; stable for large inputs). Tile (axis 1 of a matrix)::
 
         M[n, 0 : N, 1] = >(X[n, c]);
         D = X - M;
@@ -674,11 +684,11 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     x = _to_float(_tensor(x, op))
     if x.ndim == 0:
         raise ArgumentError(f"{op}: x must have rank >= 1")
-    a = _axis(axis, x.ndim, op)
-    m = _reduce(x, [a], ">", "Max")
+    a = _softmax_axes(axis, x.ndim, op)
+    m = _reduce(x, a, ">", "Max")
     dlt = emit("{O} = {0} - {1}", [x, m], x.shape, x.dtype, name="Shifted")
     e = emit("{O} = exp({0})", [dlt], x.shape, x.dtype, name="Exp")
-    s = _reduce(e, [a], "+", "Sum")
+    s = _reduce(e, a, "+", "Sum")
     return emit("{O} = {0} - log({1})", [dlt, s], x.shape, x.dtype, name="LogSoftmax")
 
 
@@ -868,9 +878,32 @@ def _unary(x: object, op: str, template: str | Callable[[Callable[[float], str]]
     return emit("{O} = " + template, [t], t.shape, t.dtype, name=name)
 
 
-def relu(x: Tensor) -> Tensor:
-    """``max(x, 0)``, any number type. Tile: ``O = max(X, 0);``"""
-    return _unary(x, "relu", lambda L: f"max({{0}}, {L(0)})", "Relu", real=False)
+def relu(x: Tensor, alpha: float = 0.0, max_value: float | None = None,
+         threshold: float = 0.0) -> Tensor:
+    """Rectified linear unit, with Keras's and PlaidML's options: ``x`` where
+    ``x >= threshold``, else ``alpha * (x - threshold)``; then at most ``max_value``. With the
+    defaults ``max(x, 0)`` in any number type. Tile: ``O = max(X, 0);``, and with options
+    ``O = min(X < 0.5 ? 0.1 * (X - 0.5) : X, 1.0);``"""
+    op = "relu"
+    a = _float(alpha, op, "alpha")
+    t = _float(threshold, op, "threshold")
+    m = None if max_value is None else _float(max_value, op, "max_value")
+    if a == 0.0 and t == 0.0 and m is None:
+        return _unary(x, op, lambda L: f"max({{0}}, {L(0)})", "Relu", real=False)
+
+    integral = all(float(v).is_integer() for v in (a, t, 0.0 if m is None else m))
+
+    def num(v: float) -> float:
+        return int(v) if integral else v
+
+    def template(L: Callable[[float], str]) -> str:
+        low = L(0) if a == 0.0 else (f"{L(num(a))} * {{0}}" if t == 0.0 else
+                                     f"{L(num(a))} * ({{0}} - {L(num(t))})")
+        body = f"{{0}} < {L(num(t))} ? {low} : {{0}}"
+        return body if m is None else f"min({body}, {L(num(m))})"
+
+    # integral options keep integer inputs integers (relu6 of int8 is int8)
+    return _unary(x, op, template, "Relu", real=not integral)
 
 
 def leaky_relu(x: Tensor, alpha: float = 0.2) -> Tensor:
