@@ -579,10 +579,19 @@ class _Builder:
         oref = _ref(c.out, bar)
         cons = _constraints(c)
         if c.default is not None and sw.deps.get(c.default.name):
-            if c.agg != "+":
+            if c.agg == "+":
+                sw.add_ct(c.default.name, bar)
+            elif c.agg == "=" and c.comb in (None, "*", "+"):
+                # D shows where no point writes: mark the written elements
+                ones = [_ref(r, sw.ones_like(r.name, c)) for r in refs]
+                written = sw.fresh(f"Written{c.out.name}")
+                sw.emit(written, f"{_out_head(written, c.out, sw.shapes[c.out.name])} = "
+                                 f"=({' * '.join(ones)}){cons}", contraction=True)
+                sw.add_ct(c.default.name,
+                          sw.emit(sw.fresh(f"D{c.default.name}"), f"{written} == 0 ? {bar} : 0"))
+            else:
                 raise _stmt_error(c, f"no gradient for 'default' with '{c.agg}' aggregation "
-                                     "(only with '+')")
-            sw.add_ct(c.default.name, bar)
+                                     "(only with '+', and '=' without '?')")
         if not active:
             return
         if c.comb == "==":

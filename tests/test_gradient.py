@@ -316,3 +316,15 @@ def test_gather_and_broadcast_dimensions(rng: np.random.Generator) -> None:
     arrays = {"A": rng.standard_normal((5, 3)), "I": np.array([0, 4, 4, -3, 9], np.int32),
               "S": np.array(1.5), "V": rng.standard_normal((1, 3))}
     fd_check(src, arrays, rng)
+
+
+def test_default_tensors(rng: np.random.Generator) -> None:
+    """With `default D`, D gets the cotangent where no point writes (`=`), everywhere (`+`)."""
+    for src in ("function (I[N], D[M], B[N]) -> (O) { O[2 * i : M] = =(I[i] * B[i]) default D; }",
+                "function (I[N], D[M]) -> (O) { O[i + 1 : M] = =(I[i]) default D; }",
+                "function (I[N], D[M]) -> (O) { O[2 * i : M] = +(I[i]) default D; }"):
+        fd_check(src, {"I": rng.standard_normal(4), "D": rng.standard_normal(9),
+                       "B": rng.standard_normal(4)} if "B" in src else
+                 {"I": rng.standard_normal(4), "D": rng.standard_normal(9)}, rng)
+    with pytest.raises(GradientError, match="'default' with '>'"):
+        gradient("function (I[N], D[N]) -> (O) { O[i : N] = >(I[i]) default D; }")
