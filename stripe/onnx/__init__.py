@@ -16,25 +16,30 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .importer import import_model
-from .program import OnnxFunction, OnnxImportError, OnnxProgram
+from .program import NeedsConstant, OnnxFunction, OnnxImportError, OnnxProgram
 
-__all__ = ["OnnxFunction", "OnnxImportError", "OnnxProgram", "compile", "load",
+__all__ = ["NeedsConstant", "OnnxFunction", "OnnxImportError", "OnnxProgram", "compile", "load",
            "supported_operators"]
 
 
 def load(model: object, shapes: Mapping[str, Sequence[int]] | None = None, *,
+         constants: Mapping[str, object] | None = None,
          fold_batchnorm: bool = True) -> OnnxFunction:
     """Import an ONNX model (a path or an ``onnx.ModelProto``) as an :class:`OnnxFunction`.
 
     ``shapes`` maps graph input names to shapes: required for every input with a symbolic
     or unknown dimension, checked against the model's fixed dimensions otherwise.
-    ``fold_batchnorm`` merges each inference BatchNormalization that alone consumes a Conv
-    with constant weights into that Conv's kernel and bias.
+    ``constants`` binds graph inputs to values at import: they become constants (folded
+    where an operator needs a constant, such as a ``Reshape`` shape or ``Slice`` bounds)
+    and are no longer inputs of the function. ``fold_batchnorm`` merges each inference
+    BatchNormalization that alone consumes a Conv with constant weights into that Conv's
+    kernel and bias.
 
     Raises :class:`OnnxImportError` (a StripeError and ValueError) for an unsupported
     operator or attribute (naming the node and op type), a missing shape binding (naming
     the input) or a malformed model; ArgumentTypeError/ArgumentError for bad arguments."""
-    return import_model(model, shapes, fold_batchnorm=bool(fold_batchnorm))
+    return import_model(model, shapes, constants=constants,
+                        fold_batchnorm=bool(fold_batchnorm))
 
 
 def compile(function: OnnxFunction, target: str | None = None,  # noqa: A001

@@ -27,7 +27,7 @@ from .program import OnnxFunction, OnnxImportError
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_]")
 _MAX_NAME = 48
 
-_DTYPES = {"float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8",
+_DTYPES = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
            "uint16", "uint32", "uint64", "bool"}
 
 
@@ -165,6 +165,7 @@ def opset_of(model: object) -> int:
 
 
 def import_model(model: object, shapes: Mapping[str, Sequence[int]] | None = None, *,
+                 constants: Mapping[str, object] | None = None,
                  fold_batchnorm: bool = True) -> OnnxFunction:
     """See :func:`stripe.onnx.load`."""
     from . import operators
@@ -185,14 +186,28 @@ def import_model(model: object, shapes: Mapping[str, Sequence[int]] | None = Non
         g.values[init.name] = numpy_helper.to_array(init)
     for sparse in graph.sparse_initializer:
         raise OnnxImportError(f"sparse initializer {sparse.values.name!r} is not supported")
-    unknown = [k for k in shapes if k not in {vi.name for vi in graph.input}]
-    if unknown:
-        raise ArgumentError(f"shapes: {unknown[0]!r} is not an input of the model (its "
-                            f"inputs: {', '.join(repr(vi.name) for vi in graph.input)})")
+    if constants is None:
+        constants = {}
+    if not isinstance(constants, Mapping):
+        raise ArgumentTypeError(f"constants must be a mapping from input name to an array, "
+                                f"got {type(constants).__name__}")
+    for what, given in (("shapes", shapes), ("constants", constants)):
+        unknown = [k for k in given if k not in {vi.name for vi in graph.input}]
+        if unknown:
+            raise ArgumentError(f"{what}: {unknown[0]!r} is not an input of the model (its "
+                                f"inputs: {', '.join(repr(vi.name) for vi in graph.input)})")
 
     input_map: dict[str, str] = {}
     input_shapes: dict[str, tuple[tuple[int, ...], str]] = {}
     for vi in graph.input:
+        if vi.name in constants:
+            want_shape, want_dtype = _shape_of(vi, {vi.name: np.shape(constants[vi.name])})
+            a = np.asarray(constants[vi.name])
+            if a.dtype.name != want_dtype:
+                raise ArgumentError(f"constants[{vi.name!r}] has dtype {a.dtype.name}, the "
+                                    f"model's input is {want_dtype}")
+            g.values[vi.name] = a
+            continue
         if vi.name in g.values:  # an initializer listed as an input: a constant
             continue
         shape, dtype = _shape_of(vi, shapes)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import ops
 from ..errors import StripeError
 from .importer import Graph, np_dtype
-from .program import OnnxImportError
+from .program import NeedsConstant, OnnxImportError
 
 Value = "np.ndarray | ops.Tensor"
 
@@ -59,8 +59,10 @@ class Node:
     def const(self, k: int, what: str) -> np.ndarray:
         v = self.value(k)
         if isinstance(v, ops.Tensor):
-            raise self.error(f"{what} (input {k}, {self.input_names[k]!r}) must be a "
-                             f"constant (an initializer or computed from constants)")
+            raise NeedsConstant(f"node {self.name!r} ({self.op}): {what} (input {k}, "
+                                f"{self.input_names[k]!r}) must be a constant (an "
+                                f"initializer, computed from constants, or an input bound "
+                                f"with constants=)", self.input_names[k])
         return v
 
     def ints(self, k: int, what: str) -> list[int]:
@@ -260,11 +262,12 @@ def _unary(node: Node) -> ops.Tensor:
 
 @handler("Identity", "Dropout")
 def _identity(node: Node) -> object:
-    if node.op == "Dropout":
-        node.only_first_output()
-        if node.has(2) and bool(np.asarray(node.const(2, "training_mode"))):
-            raise node.error("training_mode is not supported (inference only)")
-    return node.value(0)
+    if node.op != "Dropout":
+        return node.value(0)
+    if node.has(2) and bool(np.asarray(node.const(2, "training_mode"))):
+        raise node.error("training_mode is not supported (inference only)")
+    x = node.value(0)
+    return [x, np.ones(np.shape(x) if isinstance(x, np.ndarray) else x.shape, bool)]
 
 
 @handler("LeakyRelu")
@@ -304,20 +307,26 @@ def _hard_swish(node: Node) -> ops.Tensor:
 @handler("Clip")
 def _clip(node: Node) -> ops.Tensor:
     x = node.tensor(0)
-    if node.graph.opset < 11:
-        lo, hi = node.attr("min"), node.attr("max")
-    else:
-        lo = node.const(1, "min") if node.has(1) else None
-        hi = node.const(2, "max") if node.has(2) else None
-    lo = None if lo is None else np.asarray(lo).astype(x.dtype).item()
-    hi = None if hi is None else np.asarray(hi).astype(x.dtype).item()
-    if lo is None and hi is None:
-        return x
+    bounds: list[object] = []
+    for k, name in ((1, "min"), (2, "max")):
+        if node.graph.opset < 11:
+            v = node.attr(name)
+            bounds.append(None if v is None else ops.constant(
+                np.asarray(v).astype(x.dtype).item(), dtype=x.dtype))
+        elif not node.has(k):
+            bounds.append(None)
+        else:
+            v = node.value(k)
+            if isinstance(v, np.ndarray) and v.size == 1:
+                bounds.append(ops.constant(v.astype(x.dtype).reshape(()).item(),
+                                           dtype=x.dtype))
+            else:
+                bounds.append(node.tensor(k))
     y = x
-    if lo is not None:
-        y = ops.maximum(y, ops.constant(lo, dtype=x.dtype))
-    if hi is not None:
-        y = ops.minimum(y, ops.constant(hi, dtype=x.dtype))
+    if bounds[0] is not None:
+        y = ops.maximum(y, bounds[0])
+    if bounds[1] is not None:
+        y = ops.minimum(y, bounds[1])
     return y
 
 
@@ -363,6 +372,13 @@ def _where(node: Node) -> ops.Tensor:
 def _cast(node: Node) -> ops.Tensor:
     to = np_dtype(int(node.attr("to")), f"node {node.name!r} (Cast): to")
     return ops.cast(node.tensor(0), to.name)
+
+
+@handler("CastLike")
+def _cast_like(node: Node) -> ops.Tensor:
+    like = node.value(1)
+    dtype = like.dtype if isinstance(like, ops.Tensor) else like.dtype.name
+    return ops.cast(node.tensor(0), dtype)
 
 
 # convolution and pooling ---------------------------------------------------------------------
@@ -419,21 +435,27 @@ def _conv_transpose(node: Node) -> ops.Tensor:
     if int(node.attr("group", 1)) != 1:
         raise node.error("group != 1 is not supported")
     auto = node.attr("auto_pad", "NOTSET")
-    if auto not in ("NOTSET", "VALID"):
-        raise node.error(f"auto_pad={auto!r} is not supported")
     strides = list(node.attr("strides", [1] * rank))
     dil = list(node.attr("dilations", [1] * rank))
-    pads = [(0, 0)] * rank if auto == "VALID" else _spatial_pads(node, rank)
     out_pad = list(node.attr("output_padding", [0] * rank))
     eff = [(k - 1) * d + 1 for k, d in zip(w.shape[2:], dil)]
-    sizes = [(xx - 1) * s + e - p[0] - p[1] + op
-             for xx, s, e, p, op in zip(x.shape[2:], strides, eff, pads, out_pad)]
     shape_attr = node.attr("output_shape")
-    if shape_attr is not None:
-        want = list(shape_attr)[-rank:]
-        if want != sizes:
-            raise node.error(f"output_shape {list(shape_attr)} with explicit pads is not "
-                             f"supported (the pads give {sizes})")
+    full = [(xx - 1) * s + e + op for xx, s, e, op in zip(x.shape[2:], strides, eff, out_pad)]
+    if shape_attr is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+        # ONNX: the total padding follows from the output size, split by auto_pad
+        sizes = list(shape_attr)[-rank:] if shape_attr is not None else \
+            [xx * s for xx, s in zip(x.shape[2:], strides)]
+        # a size past the full output adds zeros at the end (as output_padding does)
+        total = [max(f - o, 0) for f, o in zip(full, sizes)]
+        if auto == "SAME_UPPER":
+            pads = [(t // 2, t - t // 2) for t in total]
+        else:
+            pads = [(t - t // 2, t // 2) for t in total]
+    elif auto in ("NOTSET", "VALID"):
+        pads = [(0, 0)] * rank if auto == "VALID" else _spatial_pads(node, rank)
+        sizes = [f - p[0] - p[1] for f, p in zip(full, pads)]
+    else:
+        raise node.error(f"auto_pad={auto!r} is not supported")
     y = ops.conv_transpose(x, w, output_shape=sizes, strides=strides, dilations=dil,
                            padding=pads, data_format="channels_first",
                            kernel_format="channels_first")
@@ -583,7 +605,6 @@ def _instance_norm(node: Node) -> ops.Tensor:
 
 @handler("LayerNormalization")
 def _layer_norm(node: Node) -> ops.Tensor:
-    node.only_first_output()
     x = node.tensor(0)
     axis = int(node.attr("axis", -1))
     axis = axis + x.ndim if axis < 0 else axis
@@ -591,8 +612,16 @@ def _layer_norm(node: Node) -> ops.Tensor:
         raise node.error("stash_type other than 1 (float32) is not supported")
     scale = node.tensor(1)
     bias = node.tensor(2) if node.has(2) else None
-    return ops.layer_norm(x, list(range(axis, x.ndim)), scale, bias,
-                          epsilon=float(node.attr("epsilon", 1e-5)))
+    eps = float(node.attr("epsilon", 1e-5))
+    axes = list(range(axis, x.ndim))
+    y = ops.layer_norm(x, axes, scale, bias, epsilon=eps)
+    if not any(node.output_used(k) for k in (1, 2)):
+        return y
+    xf = ops.cast(x, "float32")
+    mean = ops.mean(xf, axes, keepdims=True)
+    var = ops.mean((xf - mean) * (xf - mean), axes, keepdims=True)
+    return [y, mean, ops.emit(f"{{O}} = 1 / sqrt({{0}} + {eps!r})", [var], var.shape,
+                              var.dtype, name="InvStdDev")]
 
 
 # matrix products -----------------------------------------------------------------------------
@@ -674,12 +703,15 @@ def _reduce(node: Node) -> ops.Tensor:
 
 @handler("ArgMax", "ArgMin")
 def _arg(node: Node) -> ops.Tensor:
-    if int(node.attr("select_last_index", 0)):
-        raise node.error("select_last_index=1 is not supported")
     x = node.tensor(0)
     f = ops.argmax if node.op == "ArgMax" else ops.argmin
-    y = f(x, int(node.attr("axis", 0)), keepdims=bool(int(node.attr("keepdims", 1))))
-    return ops.cast(y, "int64")
+    axis = int(node.attr("axis", 0))
+    keep = bool(int(node.attr("keepdims", 1)))
+    if int(node.attr("select_last_index", 0)):
+        axis = axis + x.ndim if axis < 0 else axis
+        y = f(ops.flip(x, axis), axis, keepdims=keep)
+        return ops.cast(x.shape[axis] - 1 - ops.cast(y, "int64"), "int64")
+    return ops.cast(f(x, axis, keepdims=keep), "int64")
 
 
 # shapes ------------------------------------------------------------------------------------------
@@ -691,6 +723,16 @@ def _shape(node: Node) -> np.ndarray:
     start = int(node.attr("start", 0))
     end = node.attr("end")
     return shape[start:None if end is None else int(end)]
+
+
+@handler("ConstantOfShape")
+def _constant_of_shape(node: Node) -> np.ndarray:
+    shape = node.ints(0, "shape")
+    from onnx import numpy_helper
+
+    v = node.attrs.get("value")
+    fill = numpy_helper.to_array(v).reshape(-1) if v is not None else np.zeros(1, np.float32)
+    return np.full(shape, fill[0], fill.dtype)
 
 
 @handler("Size")
@@ -867,8 +909,8 @@ def _resize(node: Node) -> ops.Tensor:
         coords = "asymmetric"
         nearest = "floor"
     else:
-        if node.attr("antialias", 0) or node.attr("axes") is not None:
-            raise node.error("antialias and axes are not supported")
+        if node.attr("antialias", 0):
+            raise node.error("antialias=1 is not supported")
         if node.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
             raise node.error("keep_aspect_ratio_policy other than 'stretch' is not supported")
         k_scales, k_sizes = (1, 2) if node.graph.opset < 11 else (2, 3)
@@ -879,10 +921,23 @@ def _resize(node: Node) -> ops.Tensor:
         coords = node.attr("coordinate_transformation_mode",
                            "asymmetric" if node.graph.opset < 11 else "half_pixel")
         nearest = node.attr("nearest_mode", "round_prefer_floor")
+    r_axes = node.attr("axes") if node.op == "Resize" else None
+    r_axes = list(range(x.ndim)) if r_axes is None else \
+        [a + x.ndim if a < 0 else a for a in r_axes]
+    if sizes is not None and len(sizes) == len(r_axes) != x.ndim:
+        full = list(x.shape)
+        for a, m in zip(r_axes, sizes):
+            full[a] = m
+        sizes = full
     if sizes is None:
         if scales is None:
             raise node.error("neither scales nor sizes is given")
         scales = [float(s) for s in np.asarray(scales).reshape(-1)]
+        if len(scales) == len(r_axes) != x.ndim:
+            full_s = [1.0] * x.ndim
+            for a, sc in zip(r_axes, scales):
+                full_s[a] = sc
+            scales = full_s
         sizes = [int(math.floor(n * s)) for n, s in zip(x.shape, scales)]
         if any(abs(m - n * s) > 1e-6 * max(1, m) for m, n, s in zip(sizes, x.shape, scales)):
             raise node.error(f"scales {scales} that do not give whole output sizes are not "

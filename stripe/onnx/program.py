@@ -26,6 +26,15 @@ class OnnxImportError(StripeError, ValueError):
     input), or a malformed graph."""
 
 
+class NeedsConstant(OnnxImportError):
+    """An operator needs as a constant a value (``value_name``) that depends on a graph
+    input; binding that input with ``constants=`` at import resolves it."""
+
+    def __init__(self, message: str, value_name: str) -> None:
+        super().__init__(message)
+        self.value_name = value_name
+
+
 class OnnxFunction:
     """A Tile function imported from an ONNX graph.
 
