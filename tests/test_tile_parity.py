@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import stripe
 from stripe import pipeline_cache
@@ -494,3 +495,99 @@ def test_fractional_forms():
                                   [i[x // 2] ** 2 if x % 2 == 0 else 0 for x in range(8)])
     with pytest.raises(TileError, match="division of an index"):
         stripe.lower("function (I[N]) -> (O) { O[x : 8] = +(I[4 / x]); }", {"I": i})
+
+
+# random contractions against a brute-force reading of the semantics ---------------------
+
+_IDX = ("i", "j", "k")
+_BOX = 24  # the brute force enumerates every index over [-_BOX, _BOX]
+
+
+@st.composite
+def _access_dim(draw: st.DrawFn, names: tuple[str, ...]) -> tuple[str, dict[str, int], int, int]:
+    """(Tile text, coefficients, offset, divisor) of one access dimension:
+    ``(sum c*idx + off) / d`` (d = 1: no division)."""
+    coeffs = {n: draw(st.sampled_from((-1, 0, 1, 1, 2))) for n in names}
+    off = draw(st.integers(-2, 2))
+    d = draw(st.sampled_from((1, 1, 1, 2, 3)))
+    terms = [f"{c} * {n}" for n, c in coeffs.items() if c] or ["0"]
+    text = " + ".join(terms) + f" + {off}"
+    return (f"({text}) / {d}" if d > 1 else text), coeffs, off, d
+
+
+@st.composite
+def _contraction(draw: st.DrawFn) -> tuple[str, dict[str, np.ndarray], list]:
+    names = _IDX[:draw(st.integers(1, 3))]
+    out_sizes = draw(st.lists(st.integers(1, 4), min_size=1, max_size=2))
+    in_sizes = draw(st.lists(st.integers(1, 5), min_size=1, max_size=2))
+    out = [draw(_access_dim(names)) for _ in out_sizes]
+    ins = [draw(_access_dim(names)) for _ in in_sizes]
+    cons = []
+    if draw(st.booleans()):
+        n = draw(st.sampled_from(names))
+        cons.append((n, draw(st.integers(-1, 1)), draw(st.integers(1, 4))))
+    agg = draw(st.sampled_from(("+", ">")))
+    dims = ", ".join(f"N{k}" for k in range(len(in_sizes)))
+    cons_text = "".join(f", {n} + {o} < {b}" for n, o, b in cons)
+    src = (f"function (I[{dims}]) -> (O) {{ O[{', '.join(t for t, *_ in out)} : "
+           f"{', '.join(map(str, out_sizes))}] = {agg}(I[{', '.join(t for t, *_ in ins)}])"
+           f"{cons_text}; }}")
+    values = draw(st.lists(st.integers(-9, 9), min_size=int(np.prod(in_sizes)),
+                           max_size=int(np.prod(in_sizes))))
+    arr = np.array(values, np.float32).reshape(in_sizes)
+    return src, {"I": arr}, [names, out, out_sizes, ins, cons, agg]
+
+
+def _brute_force(spec: list, arr: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The contraction by enumerating the box; also whether a contributing point lies on the
+    box's edge (then the box may be too small)."""
+    names, out, out_sizes, ins, cons, agg = spec
+    grid = np.meshgrid(*[np.arange(-_BOX, _BOX + 1)] * len(names), indexing="ij")
+    point = {n: g.ravel() for n, g in zip(names, grid)}
+    ok = np.ones(point[names[0]].shape, bool)
+
+    def access(dims: list, sizes: list) -> list[np.ndarray]:
+        nonlocal ok
+        idx = []
+        for (_, coeffs, off, d), size in zip(dims, sizes):
+            v = sum(c * point[n] for n, c in coeffs.items()) + off
+            if not any(coeffs.values()):  # a constant: integer division, truncating
+                v = v * 0 + int(off / d) * d
+            exact = v % d == 0
+            q = np.where(exact, v // d, -1)
+            ok &= exact & (q >= 0) & (q < size)
+            idx.append(q)
+        return idx
+
+    o_idx = access(out, out_sizes)
+    i_idx = access(ins, list(arr.shape))
+    for n, o, b in cons:
+        ok &= (point[n] + o >= 0) & (point[n] + o < b)
+    edge = any(bool(np.any(ok & (np.abs(point[n]) == _BOX))) for n in names)
+    vals = arr[tuple(np.where(ok, x, 0) for x in i_idx)][ok]
+    where = tuple(x[ok] for x in o_idx)
+    result = np.zeros(out_sizes, np.float32)
+    if agg == "+":
+        np.add.at(result, where, vals)
+    else:
+        hit = np.zeros(out_sizes, bool)
+        best = np.full(out_sizes, -np.inf, np.float32)
+        np.maximum.at(best, where, vals)
+        hit[where] = True
+        result = np.where(hit, best, 0).astype(np.float32)
+    return result, edge
+
+
+@settings(max_examples=1000 if settings._current_profile == "long" else 60, deadline=None)
+@given(_contraction())
+def test_random_contractions_match_brute_force(drawn):
+    src, inputs, spec = drawn
+    try:
+        prog = stripe.lower(src, inputs)
+    except TileError as e:
+        assume("cannot infer a range" not in e.bare_message)
+        raise
+    want, edge = _brute_force(spec, inputs["I"])
+    assume(not edge)
+    got = stripe.interpret(prog, inputs)["O"]
+    np.testing.assert_array_equal(got, want, err_msg=src)

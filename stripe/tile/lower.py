@@ -320,7 +320,7 @@ class _Fractions:
             return tuple(a.substitute(subst) for a in access)
 
         return (order, fix(out), [fix(a) for a in ins],
-                [(p.substitute(subst), b) for p, b in user] + extra)
+                [(p.substitute(subst), b) for p, b in [*user, *extra]])
 
 
 # the lowering --------------------------------------------------------------------------------
