@@ -48,8 +48,6 @@ _NAME_ARG = re.compile(r"\b(index|reshape|gather|scatter|shape|prng)\s*\(\s*\Z")
 _SPECIAL_RHS = re.compile(r"(reshape|gather|scatter|prng)\s*\(")
 _CREATION = itertools.count()
 
-Operand = "Tensor | int | float | bool"
-
 
 def _dtype_name(dtype: object, what: str) -> str:
     if not isinstance(dtype, (str, DType, np.dtype, type)):
@@ -359,7 +357,7 @@ def _as_tensor(x: object, op: str, arg: str) -> Tensor:
 # dtype and shape rules ------------------------------------------------------------------
 
 def _weak_kind(t: Tensor) -> str:
-    return "float" if t.dtype.startswith(("float", "bfloat")) else "int"
+    return "float" if isinstance(t._value, float) else "int"
 
 
 def result_dtype(*operands: Tensor | int | float | bool) -> str:
@@ -644,8 +642,9 @@ class Function:
         return self.source
 
     def __repr__(self) -> str:
-        return (f"<stripe.ops.Function {self.name or ''}({', '.join(self.inputs)}) -> "
-                f"({', '.join(self.outputs)})>").replace("Function (", "Function(")
+        name = f" {self.name}" if self.name else ""
+        return (f"<stripe.ops.Function{name}({', '.join(self.inputs)}) -> "
+                f"({', '.join(self.outputs)})>")
 
 
 def _outputs(outputs: object) -> list[tuple[str, Tensor]]:
