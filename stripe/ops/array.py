@@ -519,8 +519,18 @@ def _elementwise(op: str, template: str, args: Sequence[tuple[object, str]], dty
                  name: str) -> Tensor:
     ts = [_operand(v, op, a) for v, a in args]
     shape = broadcast_shapes(*(t.shape for t in ts), op=op)
-    return emit(template, ts, shape, dtype if dtype is not None else result_dtype(*ts),
-                name=name)
+    if dtype is None:   # the value is one of the operands: numbers take its dtype
+        dtype = result_dtype(*ts)
+        ts = _typed_numbers(ts, args, dtype, op)
+    return emit(template, ts, shape, dtype, name=name)
+
+
+def _typed_numbers(ts: list[Tensor], args: Sequence[tuple[object, str]], dtype: str,
+                   op: str) -> list[Tensor]:
+    """``ts`` with the operands given as Python numbers written as literals of ``dtype``
+    (a plain literal would take Tile's literal type and could widen the result)."""
+    return [_literal(_typed_value(v, dtype, op, a), dtype) if not isinstance(v, Tensor) else t
+            for t, (v, a) in zip(ts, args)]
 
 
 def logical_and(x: Operand, y: Operand) -> Tensor:
@@ -588,7 +598,9 @@ def where(condition: Operand, x: Operand, y: Operand) -> Tensor:
     a = _operand(x, "where", "x")
     b = _operand(y, "where", "y")
     shape = broadcast_shapes(c.shape, a.shape, b.shape, op="where")
-    return emit("{O} = {0} ? {1} : {2}", [c, a, b], shape, result_dtype(a, b), name="Where")
+    dtype = result_dtype(a, b)
+    a, b = _typed_numbers([a, b], [(x, "x"), (y, "y")], dtype, "where")
+    return emit("{O} = {0} ? {1} : {2}", [c, a, b], shape, dtype, name="Where")
 
 
 def clip(x: Tensor, lo: Operand | None = None, hi: Operand | None = None) -> Tensor:
