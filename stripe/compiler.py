@@ -32,6 +32,8 @@ from .arrays import ArgumentError, ArgumentTypeError, _empty_unchecked
 from .config import Config, load_config
 from .dtypes import DType
 from .errors import StripeError
+from .host import NAME as HOST_TARGET
+from .host import NO_PASSES
 from .ir import Block, RefDir
 from .limits import check_bytes, check_program_bytes, max_bytes
 from .target import HOST, Compute, Target
@@ -225,9 +227,11 @@ class Program:
         :class:`~stripe.arrays.ArgumentTypeError` when ``inputs`` or ``out`` is not a
         mapping, a name is not a string or a value not a numpy array;
         :class:`~stripe.arrays.ArgumentError` for a missing or unknown name, a wrong shape
-        or dtype, a masked array, or an ``out`` array that is read-only, not C-contiguous or
-        shares memory with another argument; :class:`~stripe.errors.LimitError` when the
-        arrays it must allocate (outputs, copies of inputs) exceed
+        or dtype, a masked array, an ``out`` array that is read-only, not C-contiguous or
+        shares memory with another argument, or a value other than the one compiled for in
+        an integer input the program is specialised on (:attr:`specialised`);
+        :class:`~stripe.errors.LimitError` when the arrays it must allocate (outputs,
+        copies of inputs) exceed
         :func:`stripe.limits.max_bytes` (read when the program is built, and again by a
         call that needs more); StripeError when this CPU lacks an instruction set the
         program was compiled for. A MemoryError says that an allocation of the C code
@@ -579,8 +583,10 @@ def compile(source: object, inputs: Mapping[str, object] | None = None,
     ``target`` is the name of a shipped hardware config (``cpu_avx2``) or a path to a YAML
     config; its passes run in order, then the back end's decision passes where the config
     does not end with them, with the verifier after each one unless ``verify=False``, and
-    the C is written and compiled for the config's target. None runs only the back end's
-    decision passes, with their defaults, and compiles for :data:`stripe.target.HOST`
+    the C is written and compiled for the config's target. None (the default) or
+    ``"host"`` is the shipped CPU config that fits this machine, with as many units as the
+    process has cores (:mod:`stripe.host`); ``"none"`` runs only the back end's decision
+    passes, with their defaults, and compiles for :data:`stripe.target.HOST`
     (``-march=native``, AVX2-sized vectors). ``check=True`` also interprets the program
     before and after every pass and names the first pass that changed the result.
     """
@@ -590,12 +596,12 @@ def compile(source: object, inputs: Mapping[str, object] | None = None,
                                 f"config, got {type(target).__name__}")
     verify, check = _check_flag(verify, "verify"), _check_flag(check, "check")
     program, specialised = lower_specialised(source, inputs)
-    if target is None:
-        final, trace = run_pipeline(program, Config("host", HOST))
+    if isinstance(target, str) and target == NO_PASSES:
+        final, trace = run_pipeline(program, Config(NO_PASSES, HOST))
         prog = compile_program(final, trace, target=HOST, decided=True)
         prog.specialised = specialised
         return prog
-    config = load_config(target)
+    config = load_config(HOST_TARGET if target is None else target)
     flags = config.target.compiler_flags
 
     def rerun() -> tuple[Block, list[tuple[str, Block]]]:
