@@ -322,3 +322,57 @@ def test_load_from_path_and_constant_folding(tmp_path, rng):
     x = rng.standard_normal((2, 3)).astype(np.float32)
     got = stripe.onnx.compile(fn, "cpu_generic").run({"x": x})["y"]
     np.testing.assert_allclose(got, x * 2 + 1.5, rtol=1e-6)
+
+
+def test_constants_bind_inputs(rng):
+    """An input that an operator needs as a constant (a Reshape shape) is refused with
+    NeedsConstant naming it, and works when bound with constants=."""
+    m = model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="rs")],
+              [("x", F, [2, 6]), ("shape", TensorProto.INT64, [2])], [("y", F, None)])
+    with pytest.raises(stripe.onnx.NeedsConstant, match=r"node 'rs' \(Reshape\): shape") as e:
+        stripe.onnx.load(m)
+    assert e.value.value_name == "shape"
+    fn = stripe.onnx.load(m, constants={"shape": np.array([3, -1], np.int64)})
+    assert fn.inputs == ("x",)
+    x = rng.standard_normal((2, 6)).astype(np.float32)
+    got = stripe.onnx.compile(fn, "cpu_generic").run({"x": x})["y"]
+    np.testing.assert_array_equal(got, x.reshape(3, 4))
+    with pytest.raises(stripe.ArgumentError, match="dtype int32"):
+        stripe.onnx.load(m, constants={"shape": np.array([3, -1], np.int32)})
+
+
+def _doc_model():
+    r = np.random.default_rng(0)
+    inits = [(n, a.astype(np.float32)) for n, a in [
+        ("conv1.weight", r.standard_normal((8, 3, 3, 3))),
+        ("bn1.weight", r.random(8) + 0.5), ("bn1.bias", r.standard_normal(8)),
+        ("bn1.running_mean", r.standard_normal(8)), ("bn1.running_var", r.random(8) + 0.5),
+        ("fc.weight", r.standard_normal((10, 8))), ("fc.bias", r.standard_normal(10))]]
+    nodes = [
+        helper.make_node("Conv", ["input.1", "conv1.weight"], ["/conv1/Conv_output_0"],
+                         pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("BatchNormalization", ["/conv1/Conv_output_0", "bn1.weight",
+                         "bn1.bias", "bn1.running_mean", "bn1.running_var"], ["/bn1/out"]),
+        helper.make_node("Relu", ["/bn1/out"], ["/relu/out"]),
+        helper.make_node("GlobalAveragePool", ["/relu/out"], ["/pool/out"]),
+        helper.make_node("Flatten", ["/pool/out"], ["/flat/out"]),
+        helper.make_node("Gemm", ["/flat/out", "fc.weight", "fc.bias"], ["logits"], transB=1),
+    ]
+    return model(nodes, [("input.1", F, ["batch", 3, 32, 32])], [("logits", F, ["batch", 10])],
+                 inits)
+
+
+def test_docs_example_is_what_load_prints(rng):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "onnx.md").read_text()
+    rest = text[text.index("## An example"):]
+    start = rest.index("```tile\n") + len("```tile\n")
+    shown = rest[start:rest.index("```", start)]
+    m = _doc_model()
+    fn = stripe.onnx.load(m, shapes={"input.1": (1, 3, 32, 32)})
+    assert fn.source == shown
+    x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    got = stripe.onnx.compile(fn, "cpu_generic").run({"input.1": x})["logits"]
+    want = reference(m, {"input.1": x})["logits"]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
