@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import stripe
 from stripe import ops
@@ -456,6 +457,85 @@ def test_core_ops_on_every_config(config, rng):
             "LN": norm_ref(g["D"], (1, 2), 1e-5)}
     got = stripe.compile(ops.function(outs), target=config)(**arrays)
     compare(got, refs, outs, config)
+
+
+# drawn convolutions and pools against numpy ----------------------------------------------------
+
+PROPERTY = settings(max_examples=300 if LONG else 15, deadline=None, derandomize=not LONG,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def conv_args(draw):
+    rank = draw(st.integers(1, 3))
+    groups = draw(st.integers(1, 3))
+    cig, cog = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    k = [draw(st.integers(1, 3)) for _ in range(rank)]
+    d = [draw(st.integers(1, 2)) for _ in range(rank)]
+    s = [draw(st.integers(1, 3)) for _ in range(rank)]
+    mode = draw(st.sampled_from(["valid", "same", "same_lower", "explicit"]))
+    eff = [(kk - 1) * dd + 1 for kk, dd in zip(k, d)]
+    x = [draw(st.integers(max(1, e - 2), 6)) for e in eff]
+    pads = [(draw(st.integers(0, 2)), draw(st.integers(0, 2))) for _ in range(rank)]
+    if mode == "explicit":
+        x = [max(xx, e - p[0] - p[1]) for xx, e, p in zip(x, eff, pads)]
+    elif mode == "valid":
+        x = [max(xx, e) for xx, e in zip(x, eff)]
+    last = draw(st.booleans())
+    return rank, groups, cig, cog, k, d, s, mode, x, pads, last
+
+
+@PROPERTY
+@given(conv_args())
+def test_drawn_convolutions_match_numpy(args):
+    rank, groups, cig, cog, k, d, s, mode, x, pads, last = args
+    rng = np.random.default_rng(len(str(args)))
+    xs = rng.uniform(-1, 1, (2, *x, groups * cig)).astype(np.float32)
+    ws = rng.uniform(-1, 1, (*k, cig, groups * cog)).astype(np.float32)
+    padding = pads if mode == "explicit" else mode
+    if mode == "explicit":
+        ref_pads = pads
+    elif mode == "valid":
+        ref_pads = [(0, 0)] * rank
+    else:
+        ref_pads = same_pads(x, [(kk - 1) * dd + 1 for kk, dd in zip(k, d)], s,
+                             mode == "same_lower")
+    want = conv_ref(xs, ws, s, d, ref_pads, groups)
+    perm_x = (0, rank + 1, *range(1, rank + 1))   # NHWC -> NCHW
+    perm_w = (rank + 1, rank, *range(rank))      # HWIO -> OIHW
+    xa, wa = (xs, ws) if last else (xs.transpose(perm_x), ws.transpose(perm_w))
+    xt = ops.input("X", xa.shape)
+    wt = ops.input("W", wa.shape)
+    y = ops.conv(xt, wt, strides=s, dilations=d, padding=padding, groups=groups,
+                 data_format="channels_last" if last else "channels_first")
+    got = stripe.interpret(stripe.lower(ops.function(y)), {"X": xa, "W": wa})["O"]
+    if not last:
+        got = got.transpose(0, *range(2, rank + 2), 1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@PROPERTY
+@given(st.integers(1, 3).flatmap(lambda rank: st.tuples(
+    st.just(rank), st.lists(st.integers(1, 3), min_size=rank, max_size=rank),
+    st.lists(st.integers(1, 3), min_size=rank, max_size=rank),
+    st.lists(st.integers(3, 7), min_size=rank, max_size=rank),
+    st.sampled_from(["valid", "same", "same_lower", "explicit"]),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=rank, max_size=rank))))
+def test_drawn_pools_match_numpy(args):
+    rank, k, s, x, mode, pads = args
+    pads = [(min(lo, kk - 1), min(hi, kk - 1)) for (lo, hi), kk in zip(pads, k)]
+    rng = np.random.default_rng(len(str(args)))
+    xs = rng.uniform(-1, 1, (2, *x, 3)).astype(np.float32)
+    padding = pads if mode == "explicit" else mode
+    ref_pads = pads if mode == "explicit" else (
+        [(0, 0)] * rank if mode == "valid" else same_pads(x, k, s, mode == "same_lower"))
+    xt = ops.input("X", xs.shape)
+    fn = ops.function({"M": ops.max_pool(xt, k, strides=s, padding=padding),
+                       "A": ops.avg_pool(xt, k, strides=s, padding=padding)})
+    got = stripe.interpret(stripe.lower(fn), {"X": xs})
+    np.testing.assert_allclose(got["M"], pool_ref(xs, k, s, ref_pads, "max"), rtol=1e-6)
+    np.testing.assert_allclose(got["A"], pool_ref(xs, k, s, ref_pads, "avg"), rtol=1e-5,
+                               atol=1e-6)
 
 
 # PlaidML's results: the corpus PlaidML 0.7 computed (tests/golden/plaidml, docs/plaidml_corpus.md)
