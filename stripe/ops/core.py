@@ -696,9 +696,9 @@ def function(outputs: Mapping[str, Tensor] | Sequence[Tensor] | Tensor, *,
     stack = [t for _, t in pairs]
     while stack:
         t = stack.pop()
-        if id(t) in seen:
+        if t._order in seen:
             continue
-        seen[id(t)] = t
+        seen[t._order] = t
         stack.extend(t._operands)
     tensors = sorted(seen.values(), key=lambda t: t._order)
     inputs = [t for t in tensors if t._kind == "input"]
@@ -723,18 +723,18 @@ def function(outputs: Mapping[str, Tensor] | Sequence[Tensor] | Tensor, *,
             if m.group(1) == "O":
                 continue
             op = t._operands[int(m.group(1))]
-            uses[id(op)] = uses.get(id(op), 0) + 1
+            uses[op._order] = uses.get(op._order, 0) + 1
             ok = rhs_start is not None and m.start() >= rhs_start and \
                 _value_position(t._template, m.start())
-            sole_use_ok[id(op)] = ok
+            sole_use_ok[op._order] = ok
             if op._kind == "literal" and not ok:
-                named_literals.add(id(op))
+                named_literals.add(op._order)
     first_output: dict[int, str] = {}
     for k, t in pairs:
-        first_output.setdefault(id(t), k)
-    inline = {id(t) for t in tensors
-              if _rhs(t) is not None and id(t) not in first_output
-              and uses.get(id(t), 0) == 1 and sole_use_ok.get(id(t), False)}
+        first_output.setdefault(t._order, k)
+    inline = {t._order for t in tensors
+              if _rhs(t) is not None and t._order not in first_output
+              and uses.get(t._order, 0) == 1 and sole_use_ok.get(t._order, False)}
 
     # names
     taken = set(by_name) | set(out_names)
@@ -742,10 +742,10 @@ def function(outputs: Mapping[str, Tensor] | Sequence[Tensor] | Tensor, *,
     counters: dict[str, int] = {}
     for t in tensors:
         if t._kind == "input":
-            names[id(t)] = t._prefix
-        elif id(t) in first_output and t._kind == "stmt":
-            names[id(t)] = first_output[id(t)]
-        elif id(t) in inline or (t._kind == "literal" and id(t) not in named_literals):
+            names[t._order] = t._prefix
+        elif t._order in first_output and t._kind == "stmt":
+            names[t._order] = first_output[t._order]
+        elif t._order in inline or (t._kind == "literal" and t._order not in named_literals):
             continue
         else:
             base = t._prefix
@@ -756,30 +756,30 @@ def function(outputs: Mapping[str, Tensor] | Sequence[Tensor] | Tensor, *,
                 cand = f"{base}_{n}"
             counters[base] = n + 1
             taken.add(cand)
-            names[id(t)] = cand
+            names[t._order] = cand
 
     # literals used in a contraction (or as a tensor argument) get a statement of their own
     lines: list[str] = []
     rendered: dict[int, tuple[str, int]] = {}  # inlined: (text, precedence)
     for t in tensors:
-        if t._kind == "literal" and id(t) in names:
-            lines.append(f"{names[id(t)]} = {t._text};")
+        if t._kind == "literal" and t._order in names:
+            lines.append(f"{names[t._order]} = {t._text};")
         if t._kind != "stmt":
             continue
         text, prec = _render(t, names, rendered, inline)
-        if id(t) in inline:
-            rendered[id(t)] = (text, prec)
+        if t._order in inline:
+            rendered[t._order] = (text, prec)
         else:
             lines.append(text + ";")
 
     # outputs that are inputs, constants, or named twice
     for k, t in pairs:
-        if t._kind == "stmt" and first_output[id(t)] == k:
+        if t._kind == "stmt" and first_output[t._order] == k:
             continue
         if t._kind == "literal":
             lines.append(f"{k} = {t._text};")
         else:
-            lines.append(f"{k} = {names[id(t)]};")
+            lines.append(f"{k} = {names[t._order]};")
 
     decls = ", ".join(f"{t._prefix}[{', '.join(str(s) for s in t.shape)}]" for t in inputs)
     body = "".join(f"    {line}\n" for line in lines)
@@ -805,7 +805,7 @@ def _render(t: Tensor, names: dict[int, str], rendered: dict[int, tuple[str, int
     expression is scanned once, however deep the inlining."""
     template = t._template
     rhs_start = _rhs_start(t)
-    if rhs_start is not None and id(t) in inline:
+    if rhs_start is not None and t._order in inline:
         template = template[rhs_start:]
         rhs_start = 0
     only = _PLACEHOLDER.fullmatch(template.strip())
@@ -815,16 +815,16 @@ def _render(t: Tensor, names: dict[int, str], rendered: dict[int, tuple[str, int
         nonlocal prec
         f = m.group(1)
         if f == "O":
-            return names[id(t)]
+            return names[t._order]
         op = t._operands[int(f)]
-        if id(op) in rendered:
-            text, inner = rendered[id(op)]
+        if op._order in rendered:
+            text, inner = rendered[op._order]
         elif op._kind == "literal" and rhs_start is not None and m.start() >= rhs_start \
                 and _value_position(template, m.start()):
             text = op._text  # a number written where it is a value
             inner = _precedence(text)
         else:
-            return names[id(op)]
+            return names[op._order]
         if _needs_parens(template, m.start(), m.end(), inner):
             return f"({text})"
         if only:
