@@ -548,6 +548,16 @@ class _Builder:
             if shape is None:
                 grad_params.append(f"{o}_grad")
                 continue
+            if any(set(_NAME.findall(size)) & set(self.params) for size in shape):
+                # a size read from an integer input: `match` takes constants only, so the
+                # cotangent's shape is checked as the `default` of a contraction of that shape
+                zero = sw.emit(sw.fresh("Zero"), "0.0", into=checks)
+                idx = [f"d{k}" for k in range(len(shape))]
+                chk = sw.fresh("Check")
+                sw.emit(chk, f"{_contraction_head(chk, idx, shape)} = =({zero}[]), d0 < 0 "
+                             f"default {o}_grad", contraction=True, into=checks)
+                grad_params.append(f"{o}_grad")
+                continue
             dims: list[str] = []
             for size in shape:
                 if re.fullmatch(r"[0-9]+", size) or _is_dim(size, self.fn):

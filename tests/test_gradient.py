@@ -328,3 +328,44 @@ def test_default_tensors(rng: np.random.Generator) -> None:
                  {"I": rng.standard_normal(4), "D": rng.standard_normal(9)}, rng)
     with pytest.raises(GradientError, match="'default' with '>'"):
         gradient("function (I[N], D[N]) -> (O) { O[i : N] = >(I[i]) default D; }")
+
+
+# PlaidML's corpus (tests/golden/plaidml): one entry in ten by default, all in the long profile
+
+def _corpus_params() -> list[object]:
+    import zlib
+
+    import test_plaidml_corpus as corpus
+
+    everything = settings._current_profile == "long"
+    out = []
+    for name in sorted(corpus.ENTRIES):
+        if name in corpus.XFAIL or not (everything or zlib.crc32(name.encode()) % 10 == 0):
+            continue
+        specs = corpus.ENTRIES[name]["inputs"]
+        if any(s["dtype"] in FLOATS for s in specs.values()):
+            out.append(pytest.param(name, id=name))
+    return out
+
+
+# the entries whose only paths are through floor/ceil/round or a condition
+CORPUS_NO_GRADIENT = ("ceiling", "ceiling.Ceiling", "floor", "floor.Floor", "k_round",
+                      "k_round.Round", "relu_threshold.Relu")
+
+
+@pytest.mark.parametrize("name", _corpus_params())
+def test_plaidml_corpus_gradient(name: str, rng: np.random.Generator) -> None:
+    import test_plaidml_corpus as corpus
+
+    arrays = {k: a.astype(np.float64) if str(a.dtype) in FLOATS else a
+              for k, a in corpus._inputs(name).items()}
+    source = corpus.ENTRIES[name]["source"]
+    outs = stripe.interpret(stripe.lower(source, arrays), arrays)
+    of = [o for o, v in outs.items() if v.dtype == np.float64 and np.all(np.isfinite(v))]
+    if not of:
+        pytest.skip("no finite floating-point output")
+    if name in CORPUS_NO_GRADIENT:
+        with pytest.raises(GradientError, match="no gradient of"):
+            fd_check(source, arrays, rng, of=of)
+        return
+    fd_check(source, arrays, rng, of=of)
