@@ -289,3 +289,13 @@ def test_the_modules_export_distinct_names():
     names = [*core.__all__, *nn.__all__, *array.__all__]
     assert len(names) == len(set(names)), sorted(n for n in set(names) if names.count(n) > 1)
     assert set(ops.__all__) == set(names)
+
+
+def test_indexing_a_tensor_uses_the_array_ops():
+    x = ops.input("X", (4, 5), "int32")
+    xs = np.arange(20, dtype=np.int32).reshape(4, 5)
+    fn = ops.function({"A": x[1:, ::-2], "B": x[-1], "C": x[None, 2, 1:4]})
+    outs = run(fn, {"X": xs})
+    np.testing.assert_array_equal(outs["A"], xs[1:, ::-2])
+    np.testing.assert_array_equal(outs["B"], xs[-1])
+    np.testing.assert_array_equal(outs["C"], xs[None, 2, 1:4])
