@@ -17,7 +17,15 @@ carrying its Tile statement in ``comments``:
   contraction aggregates onto it;
 * an elementwise statement gives one kernel (tags ``eltwise``, ``eltwise_<top op>``) over the
   output shape, broadcast dimensions read at 0;
-* ``reshape``/``gather``/``scatter`` give a kernel (tag ``special``) holding the Special.
+* ``reshape``/``gather``/``scatter`` give a kernel (tag ``special``) holding the Special;
+* a statement whose value folds to an integer (``Pad = (K - 1) / 2;``) binds a
+  dimension-like constant and gives a kernel only where a tensor is needed (an output, a
+  contraction operand, a ``default``).
+
+Every kernel of a statement carries its ``[[attribute]]`` tags (``attr_<name>[=<params>]``).
+Builtin calls are expanded first (``builtins.expand``). Fractional index expressions are
+resolved exactly (:class:`_Fractions`). Rank-0 integer inputs given by value may be named in
+sizes and indexes; :func:`lower_specialised` reports the values the program depends on.
 
 Names: buffers and refinements are Tile tensor names (uppercase identifiers; a second view of
 the same tensor in one kernel gets a fresh ``<name>_<k>`` that no Tile tensor uses); scalars
