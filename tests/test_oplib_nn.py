@@ -675,6 +675,24 @@ def test_conv_bias_relu_lowers_to_the_same_ir_as_hand_written_tile():
     assert emit_c(final_ops, config.target).source == emit_c(final_hand, config.target).source
 
 
+HAND_WRITTEN_DENSE = """
+function (X[5, 7], W[7, 3], B[3]) -> (Y) {
+    MatMul[i, j : 5, 3] = +(X[i, k] * W[k, j]);
+    Y = max(MatMul + B, 0);
+}
+"""
+
+
+def test_dense_lowers_to_the_same_ir_as_hand_written_tile():
+    x = ops.input("X", (5, 7))
+    w = ops.input("W", (7, 3))
+    b = ops.input("B", (3,))
+    fn = ops.function({"Y": ops.dense(x, w, b, activation=ops.relu)})
+    shapes = {"X": ((5, 7), "float32"), "W": ((7, 3), "float32"), "B": ((3,), "float32")}
+    assert stripe.print_ir(stripe.lower(fn)) == \
+        stripe.print_ir(stripe.lower(HAND_WRITTEN_DENSE, shapes))
+
+
 # errors --------------------------------------------------------------------------------------
 
 def test_wrong_arguments_name_the_op_and_argument():
