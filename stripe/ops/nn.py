@@ -462,7 +462,9 @@ def conv_transpose(x: Tensor, w: Tensor, *, output_shape: Sequence[int] | None =
 # pooling ----------------------------------------------------------------------------------------
 
 def _pool_setup(x: Tensor, pool_size: object, strides: object, padding: object,
-                data_format: str, op: str):
+                data_format: str, op: str) -> tuple:
+    """The checked arguments of a pooling op and its contraction with ``AGG`` for the
+    aggregation: ``(x, last, rank, k, s, pads, sp_x, sp_o, out_sz, body)``."""
     x = _tensor(x, op)
     last = _data_format(data_format, x.ndim, op)
     rank = x.ndim - 2
