@@ -245,7 +245,7 @@ def _fill(value: int | float | bool, sizes: Sequence[int], dtype: str, name: str
                 sizes, dtype, name=name)
 
 
-_IDENTITY = {"+": 0, "*": 1, ">": False, "<": True}
+_IDENTITY = {"+": 0, "*": 1, ">": 0, "<": 1}  # "<" only for all(): min over nothing is refused
 
 
 def _reduce(x: Tensor, axes: list[int], keepdims: bool, agg: str, dtype: str,
@@ -350,32 +350,38 @@ def min(x: Tensor, axis: int | Sequence[int] | None = None,  # noqa: A001
     return _reduce(t, axes, keep, "<", t.dtype, "Min")
 
 
+def _any_all(op: str, agg: str, x: object, axis: object, keepdims: object) -> Tensor:
+    t, axes, keep = _reduce_args(op, x, axis, keepdims)
+    if not axes:
+        return cast(t, "bool")
+    # aggregated as int32 0/1, as PlaidML's own All/Any do (its > and < over bools fail)
+    flags = emit("{O} = {0} != 0 ? 1 : 0", [t], t.shape, "int32", name="Flag")
+    r = _reduce(flags, axes, keep, agg, "int32", op.title())
+    return emit("{O} = {0} != 0", [r], r.shape, "bool", name=op.title())
+
+
 def all(x: Tensor, axis: int | Sequence[int] | None = None,  # noqa: A001
         keepdims: bool = False) -> Tensor:
     """Whether every element over ``axis`` is nonzero (a bool tensor; NaN counts as
     nonzero; an empty axis gives true). ::
 
-        O[i0 : N0] = <(B[i0, i1]);     // B = bool(X)
+        F = X != 0 ? 1 : 0;
+        A[i0 : N0] = <(F[i0, i1]);
+        O = A != 0;
     """
-    t, axes, keep = _reduce_args("all", x, axis, keepdims)
-    b = cast(t, "bool")
-    if not axes:
-        return b
-    return _reduce(b, axes, keep, "<", "bool", "All")
+    return _any_all("all", "<", x, axis, keepdims)
 
 
 def any(x: Tensor, axis: int | Sequence[int] | None = None,  # noqa: A001
         keepdims: bool = False) -> Tensor:
-    """Whether some element over ``axis`` is nonzero (a bool tensor; an empty axis gives
-    false). ::
+    """Whether some element over ``axis`` is nonzero (a bool tensor; NaN counts as nonzero;
+    an empty axis gives false). ::
 
-        O[i0 : N0] = >(B[i0, i1]);     // B = bool(X)
+        F = X != 0 ? 1 : 0;
+        A[i0 : N0] = >(F[i0, i1]);
+        O = A != 0;
     """
-    t, axes, keep = _reduce_args("any", x, axis, keepdims)
-    b = cast(t, "bool")
-    if not axes:
-        return b
-    return _reduce(b, axes, keep, ">", "bool", "Any")
+    return _any_all("any", ">", x, axis, keepdims)
 
 
 def _float(t: Tensor) -> Tensor:
@@ -491,7 +497,7 @@ _CASTS = {
     "float64": "as_float({0}, 64)", "int8": "as_int({0}, 8)", "int16": "as_int({0}, 16)",
     "int32": "as_int({0}, 32)", "int64": "as_int({0}, 64)", "uint8": "as_uint({0}, 8)",
     "uint16": "as_uint({0}, 16)", "uint32": "as_uint({0}, 32)",
-    "uint64": "as_uint({0}, 64)", "bool": "bool({0})",
+    "uint64": "as_uint({0}, 64)", "bool": "as_bool({0})",
 }
 
 
