@@ -591,3 +591,12 @@ def test_random_contractions_match_brute_force(drawn):
     assume(not edge)
     got = stripe.interpret(prog, inputs)["O"]
     np.testing.assert_array_equal(got, want, err_msg=src)
+
+
+def test_size_names_used_before_their_statement():
+    with pytest.raises(TileError, match="C is used before it is assigned"):
+        stripe.lower("function (I[N]) -> (O) { O[i : N] = =(I[i]), i < C; C = 2; }",
+                     {"I": ((4,), "float32")})
+    with pytest.raises(TileError, match="T is a tensor, not a dimension"):
+        stripe.lower("function (I[N]) -> (O) { T = I * 2; O[i : T] = =(I[i]); }",
+                     {"I": ((4,), "float32")})

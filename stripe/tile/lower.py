@@ -477,12 +477,12 @@ class _Lowering:
         fractions = _Fractions(set(order))
 
         def affines(ref: A.TensorRef) -> tuple[Affine, ...]:
-            return tuple(to_affine(p, self.sizes, self.tensors, fractions.add)
+            return tuple(to_affine(p, self.sizes, self.tensors, fractions.add, self.targets)
                          for p in ref.idxs)
 
         out_access = affines(c.out)
         in_accesses = [affines(r) for r in c.inputs]
-        user = [(to_affine(k.poly, self.sizes, self.tensors, fractions.add),
+        user = [(to_affine(k.poly, self.sizes, self.tensors, fractions.add, self.targets),
                  self._size(k.bound, "a constraint bound")) for k in c.constraints]
         if fractions.found:
             order, out_access, in_accesses, user = fractions.defract(
@@ -500,7 +500,7 @@ class _Lowering:
             self._contraction_kernel(c, out, ins, agg, plan)
 
     def _size(self, p: A.Poly, what: str) -> int:
-        value = eval_size(p, self.sizes, self.tensors, what)
+        value = eval_size(p, self.sizes, self.tensors, what, self.targets)
         if value < 0:
             pos = p.pos
             raise ShapeError(f"{what} evaluates to {value}", pos.line, pos.column)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, Union
 
@@ -197,7 +197,7 @@ def _bind_dim(d: A.PolyName | A.PolyNum, size: int, tensor: str, dims: dict[str,
 # size and index expressions -----------------------------------------------------------------
 
 def _dim_value(name: str, pos: A.Pos, dims: Mapping[str, int],
-               tensors: Mapping[str, object]) -> int:
+               tensors: Mapping[str, object], later: Container[str] = ()) -> int:
     if name in dims:
         return dims[name]
     if name in tensors:
@@ -208,6 +208,8 @@ def _dim_value(name: str, pos: A.Pos, dims: Mapping[str, int],
                             f"(an int or a rank-0 integer array), not a (shape, dtype) pair",
                             pos.line, pos.column)
         raise TileError(f"{name} is a tensor, not a dimension", pos.line, pos.column)
+    if name in later:
+        raise TileError(f"{name} is used before it is assigned", pos.line, pos.column)
     raise ShapeError(f"unbound dimension {name} (dimensions are named in the input "
                      "declarations, e.g. I[N, M])", pos.line, pos.column)
 
@@ -269,7 +271,7 @@ def _checked(value: int, pos: A.Pos, what: str) -> int:
 
 
 def eval_size(p: A.Poly, dims: Mapping[str, int], tensors: Mapping[str, object],
-              what: str = "a size expression") -> int:
+              what: str = "a size expression", later: Container[str] = ()) -> int:
     """Value of a size expression; indexes are not allowed in it. Every intermediate value
     must fit 64 bits (TileLimitError otherwise)."""
     def leaf(x: A.PolyNum | A.PolyName) -> int:
@@ -278,7 +280,7 @@ def eval_size(p: A.Poly, dims: Mapping[str, int], tensors: Mapping[str, object],
         if x.is_index:
             raise TileError(f"index {x.name} cannot appear in {what}", x.pos.line,
                             x.pos.column)
-        return _dim_value(x.name, x.pos, dims, tensors)
+        return _dim_value(x.name, x.pos, dims, tensors, later)
 
     def neg(x: A.PolyNeg, a: int) -> int:
         return _checked(-a, x.pos, what)
@@ -308,19 +310,20 @@ Fraction = Callable[[Affine, int, A.Pos], Affine]
 
 
 def to_affine(p: A.Poly, dims: Mapping[str, int], tensors: Mapping[str, object],
-              fraction: Fraction | None = None) -> Affine:
+              fraction: Fraction | None = None, later: Container[str] = ()) -> Affine:
     """An index expression as an Affine over index names (dimension names become sizes);
     every coefficient and constant along the way must fit 64 bits (TileLimitError).
 
     ``fraction(a, d, pos)``, when given, stands for the division of an index expression
     ``a`` by a positive constant ``d`` (PlaidML's fractional indexes) and returns the Affine
-    to use in its place; without it such a division is refused."""
+    to use in its place; without it such a division is refused. A name of ``later`` (a
+    statement's target not assigned yet) is reported as used before it is assigned."""
     def leaf(x: A.PolyNum | A.PolyName) -> Affine:
         if isinstance(x, A.PolyNum):
             return Affine.of(x.value)
         if x.is_index:
             return Affine.of(x.name)
-        return Affine.of(_dim_value(x.name, x.pos, dims, tensors))
+        return Affine.of(_dim_value(x.name, x.pos, dims, tensors, later))
 
     def neg(x: A.PolyNeg, a: Affine) -> Affine:
         return _checked_affine(-a, x.pos)
