@@ -312,7 +312,30 @@ def op_cases() -> list[Case]:
          lambda A, S: A + S),
     ]
     cases += dtype_cases()
+    cases += gradient_cases()
     return cases
+
+
+def gradient_cases() -> list[Case]:
+    """PlaidML's automatic derivatives (``op.gradients``): the Tile of the backward graph."""
+    def loss_conv(I: Any, K: Any) -> Any:
+        return op.summation(op.relu(op.convolution(I, K, **NHWC, strides=(2, 1),
+                                                   padding=AP.SAME_UPPER)))
+
+    return [
+        ("grad_conv_relu", [In("I", (1, 6, 5, 2)), In("K", (3, 3, 2, 3))],
+         lambda I, K: op.gradients(loss_conv(I, K), [I, K])),
+        ("grad_matmul_tanh", [In("A", (3, 5)), In("B", (5, 4))],
+         lambda A, B: op.gradients(op.summation(op.tanh(op.matmul(A, B))), [A, B])),
+        ("grad_softmax_log", [In("X", (3, 5))],
+         lambda X: op.gradients(op.summation(op.log(op.softmax(X, axis=1))
+                                             * op.exp(X)), [X])),
+        ("grad_max_pool", [In("I", (1, 2, 6, 5))],
+         lambda I: op.gradients(op.summation(op.max_pool(I, (2, 2), (2, 2),
+                                                         padding=AP.VALID) * 3.0), [I])),
+        ("grad_mean_variance", [In("X", (2, 3, 5))],
+         lambda X: op.gradients(op.summation(op.variance(X, axes=(1,))), [X])),
+    ]
 
 
 def dtype_cases() -> list[Case]:
@@ -637,8 +660,9 @@ def harvest_case(run: Runner, corpus: Corpus, case: Case) -> None:
             if isinstance(o, tile._NDArray):
                 values[(id(o), "O")] = np.asarray(o._value)
                 continue
-            corpus.skipped.append({"name": label, "kind": "op",
-                                   "reason": f"{type(o).__name__} has no Tile code"})
+            corpus.skipped.append({"name": label, "kind": "op", "reason": (
+                f"{type(o).__name__} has no Tile code of its own (the composer writes it "
+                f"into the composed entry)")})
             return
         op_in: dict[str, Any] = {}
         arrays: dict[str, np.ndarray] = {}
