@@ -600,3 +600,17 @@ def test_size_names_used_before_their_statement():
     with pytest.raises(TileError, match="T is a tensor, not a dimension"):
         stripe.lower("function (I[N]) -> (O) { T = I * 2; O[i : T] = =(I[i]); }",
                      {"I": ((4,), "float32")})
+
+
+def test_integer_input_values_through_the_compile_cache():
+    """Compiling again for another value gives another program; compiling again for the same
+    value (served from the compile cache) keeps the check."""
+    src = "function (I[N], D) -> (O) { O[i : N] = =(I[i + D]); }"
+    i = np.arange(6, dtype=np.float32)
+    for d in (1, 3, 1):
+        prog = stripe.compile(src, {"I": i, "D": d}, "cpu_generic")
+        assert prog.specialised == {"D": d}
+        want = np.concatenate([i[d:], np.zeros(d, np.float32)])
+        np.testing.assert_array_equal(prog(I=i, D=np.array(d, np.int32))["O"], want)
+        with pytest.raises(ArgumentError, match=f"compiled for D = {d}"):
+            prog(I=i, D=np.array(d + 1, np.int32))
