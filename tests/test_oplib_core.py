@@ -299,3 +299,17 @@ def test_indexing_a_tensor_uses_the_array_ops():
     np.testing.assert_array_equal(outs["A"], xs[1:, ::-2])
     np.testing.assert_array_equal(outs["B"], xs[-1])
     np.testing.assert_array_equal(outs["C"], xs[None, 2, 1:4])
+
+
+def test_docs_ops_md_gradient_example():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "ops.md").read_text()
+    rest = text[text.index("## Gradients"):]
+    code = rest[rest.index("```python\n") + 10:]
+    code = code[:code.index("print(g)")]
+    scope: dict[str, object] = {"ops": ops}
+    exec(code, scope)
+    shown = rest[rest.index("```tile\n") + 8:]
+    shown = shown[:shown.index("```")]
+    assert str(scope["g"]).strip() == shown.strip()

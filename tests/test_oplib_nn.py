@@ -739,3 +739,36 @@ def test_op_docstrings_show_tile():
     for name in ops.nn.__all__:
         doc = getattr(ops, name).__doc__ or ""
         assert "Tile" in doc and ("O = " in doc or "O[" in doc), name
+
+
+def test_gradient_of_ops_against_numpy(rng):
+    x = ops.input("X", (2, 3), "float64")
+    w = ops.input("W", (3, 4), "float64")
+    g = ops.gradient(ops.relu(ops.matmul(x, w)), [x, w])
+    assert g.inputs == ("X", "W", "Y_grad") and g.outputs == ("X_grad", "W_grad")
+    xs, ws, gs = rng.normal(size=(2, 3)), rng.normal(size=(3, 4)), rng.normal(size=(2, 4))
+    got = stripe.interpret(stripe.lower(g), {"X": xs, "W": ws, "Y_grad": gs})
+    d = gs * (xs @ ws > 0)
+    np.testing.assert_allclose(got["X_grad"], d @ ws.T, rtol=1e-12)
+    np.testing.assert_allclose(got["W_grad"], xs.T @ d, rtol=1e-12)
+    # a convolution is linear in its weights: dL/dW[j] = <G, conv(x, e_j)>
+    xi = ops.input("I", (1, 5, 4, 2), "float64")
+    wi = ops.input("K", (3, 2, 2, 3), "float64")
+    gc = ops.gradient(ops.conv(xi, wi, strides=(2, 1), padding="same"), wi, name="O")
+    xv, wv = rng.normal(size=(1, 5, 4, 2)), rng.normal(size=(3, 2, 2, 3))
+    pads = same_pads((5, 4), (3, 2), (2, 1))
+    gv = rng.normal(size=conv_ref(xv, wv, (2, 1), (1, 1), pads).shape)
+    want = np.zeros_like(wv)
+    for j in np.ndindex(*wv.shape):
+        e = np.zeros_like(wv)
+        e[j] = 1
+        want[j] = (gv * conv_ref(xv, e, (2, 1), (1, 1), pads)).sum()
+    got = stripe.interpret(stripe.lower(gc), {"I": xv, "K": wv, "O_grad": gv})["K_grad"]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ArgumentError, match="gradient: wrt\\[0\\] is not an input"):
+        ops.gradient(ops.relu(x), x * 2)
+    with pytest.raises(ArgumentError, match="does not depend on the input Z"):
+        ops.gradient(ops.relu(x), ops.input("Z", (1,)))
+    with pytest.raises(ArgumentError, match="only float inputs"):
+        n = ops.input("N", (2,), "int32")
+        ops.gradient(ops.cast(n, "float32") * 2.0, n)

@@ -35,6 +35,7 @@ __all__ = [
     "emit",
     "equal",
     "function",
+    "gradient",
     "input",
     "not_equal",
     "result_dtype",
@@ -832,3 +833,45 @@ def _render(t: Tensor, names: dict[int, str], rendered: dict[int, tuple[str, int
         return text
 
     return _PLACEHOLDER.sub(sub, template), prec
+
+
+def gradient(y: Tensor, wrt: Tensor | Sequence[Tensor], *, name: str = "Y") -> Function:
+    """The gradient function of ``y`` with respect to the inputs ``wrt``
+    (:func:`stripe.gradient`, docs/gradients.md).
+
+    The result is a :class:`Function` whose inputs are those of ``function({name: y})`` plus
+    ``<name>_grad`` (the cotangent: ``y``'s shape and dtype), and whose outputs are
+    ``<X>_grad`` for each input ``X`` in ``wrt`` (``X``'s shape and dtype): the
+    vector-Jacobian product. ``y`` and every ``wrt`` must have a float type; each ``wrt``
+    must be an input that ``y`` depends on (ArgumentError naming the argument otherwise)."""
+    from ..gradient import gradient as _gradient  # the op library builds on the front end
+
+    if not isinstance(y, Tensor):
+        raise ArgumentTypeError(f"gradient: y must be a Tensor, got {type(y).__name__}")
+    ws = [wrt] if isinstance(wrt, Tensor) else wrt
+    if isinstance(ws, (str, bytes)) or not isinstance(ws, Sequence) or not ws:
+        raise ArgumentTypeError("gradient: wrt must be an input Tensor or a non-empty sequence "
+                                "of them")
+    _check_name(name, "gradient: name")
+    fn = function({name: y})
+    names = []
+    for k, t in enumerate(ws):
+        if not isinstance(t, Tensor):
+            raise ArgumentTypeError(f"gradient: wrt[{k}] must be a Tensor, got "
+                                    f"{type(t).__name__}")
+        if t._kind != "input":
+            raise ArgumentError(f"gradient: wrt[{k}] is not an input (ops.input): gradients "
+                                f"are taken with respect to inputs")
+        if fn.tile_inputs.get(t._prefix) != (t.shape, t.dtype):
+            raise ArgumentError(f"gradient: y does not depend on the input {t._prefix}")
+        if not to_dtype(t.dtype).is_float:
+            raise ArgumentError(f"gradient: the input {t._prefix} is {t.dtype}: only float "
+                                f"inputs have a gradient")
+        names.append(t._prefix)
+    if not to_dtype(y.dtype).is_float:
+        raise ArgumentError(f"gradient: y is {y.dtype}: only float values can be "
+                            f"differentiated")
+    text = _gradient(fn, wrt=names, of=name, inputs=fn.tile_inputs)
+    inputs = {**fn.tile_inputs, f"{name}_grad": (y.shape, y.dtype)}
+    outputs = {f"{n}_grad": fn.tile_inputs[n] for n in names}
+    return Function(text, inputs, outputs, f"{name}_gradient")
