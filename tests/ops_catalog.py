@@ -690,7 +690,8 @@ function (A[N, M], B[N, M], C[M], D[N, M]) -> (O, W) {
      ranges={"A": (-5, 5), "B": (-5, 5), "D": (-1000, 1000)})
 def _int8_elementwise(A, B, C, D):  # type: ignore[no-untyped-def]
     a, b, c, d = (np.asarray(v, np.int64) for v in (A, B, C, D))
-    return {"O": (a * b - c + 3).astype(np.int8), "W": (a + d).astype(np.int16)}
+    # PlaidML's promotion: int8 until the int32 literal 3 widens the sum (docs/dtypes.md)
+    return {"O": (a * b - c + 3).astype(np.int32), "W": (a + d).astype(np.int16)}
 
 
 @_op("uint8_mean3", """
@@ -700,7 +701,7 @@ function (A[N], B[N], C[N]) -> (O) {
      ranges={"A": (0, 80), "B": (0, 80), "C": (0, 80)})
 def _uint8_mean3(A, B, C):  # type: ignore[no-untyped-def]
     s = A.astype(np.int64) + B + C
-    return {"O": (s // 3).astype(np.uint8)}
+    return {"O": (s // 3).astype(np.int32)}  # the int32 literal 3 makes the division int32
 
 
 @_op("int_div_trunc", """

@@ -17,6 +17,7 @@ from ops_catalog import EXAMPLES_DIR, OPS, OPS_BY_NAME, Op, random_array, random
 
 import stripe
 from stripe import RefDir
+from stripe.dtypes import promote, to_dtype
 
 # Confirmed implementation bugs, by op name -> reason (strict xfail: fixing one fails the run
 # until the entry is removed).
@@ -158,7 +159,8 @@ def test_broadcasting_elementwise_chain(case: tuple, seed: int):
     a, b = random_array(rng, a_shape, a_dtype), random_array(rng, b_shape, b_dtype)
     src = "function (A, B) -> (O, P) { O = A * B + A; P = max(A - B, B); }"
     outs = stripe.interpret(stripe.lower(src, {"A": a, "B": b}), {"A": a, "B": b})
-    dtype = np.result_type(a, b)  # numpy's promotion, e.g. int32 with float32 -> float64
+    # PlaidML's promotion (docs/dtypes.md): int32 with float32 -> float32
+    dtype = promote(to_dtype(a.dtype), to_dtype(b.dtype)).np
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     _check(outs["O"], (a64 * b64 + a64).astype(dtype))
     _check(outs["P"], np.maximum(a64 - b64, np.broadcast_to(b64, a_shape)).astype(dtype))

@@ -192,11 +192,69 @@ static inline int16_t stripe_cvt_fp32_i16(float x) { return x != x ? (int16_t)0 
 static inline int32_t stripe_cvt_fp32_i32(float x) { return x != x ? (int32_t)0 : x < -0x1.0000000000000p+31f ? INT32_MIN : x >= 0x1.0000000000000p+31f ? INT32_MAX : (int32_t)x; }
 static inline int64_t stripe_cvt_fp32_i64(float x) { return x != x ? (int64_t)0 : x < -0x1.0000000000000p+63f ? INT64_MIN : x >= 0x1.0000000000000p+63f ? INT64_MAX : (int64_t)x; }
 static inline uint8_t stripe_cvt_fp32_u8(float x) { return x != x ? (uint8_t)0 : x < 0x0.0p+0f ? 0 : x >= 0x1.0000000000000p+8f ? UINT8_MAX : (uint8_t)x; }
+static inline uint16_t stripe_cvt_fp32_u16(float x) { return x != x ? (uint16_t)0 : x < 0x0.0p+0f ? 0 : x >= 0x1.0000000000000p+16f ? UINT16_MAX : (uint16_t)x; }
+static inline uint32_t stripe_cvt_fp32_u32(float x) { return x != x ? (uint32_t)0 : x < 0x0.0p+0f ? 0 : x >= 0x1.0000000000000p+32f ? UINT32_MAX : (uint32_t)x; }
+static inline uint64_t stripe_cvt_fp32_u64(float x) { return x != x ? (uint64_t)0 : x < 0x0.0p+0f ? 0 : x >= 0x1.0000000000000p+64f ? UINT64_MAX : (uint64_t)x; }
 static inline int8_t stripe_cvt_fp64_i8(double x) { return x != x ? (int8_t)0 : x < -0x1.0000000000000p+7 ? INT8_MIN : x >= 0x1.0000000000000p+7 ? INT8_MAX : (int8_t)x; }
 static inline int16_t stripe_cvt_fp64_i16(double x) { return x != x ? (int16_t)0 : x < -0x1.0000000000000p+15 ? INT16_MIN : x >= 0x1.0000000000000p+15 ? INT16_MAX : (int16_t)x; }
 static inline int32_t stripe_cvt_fp64_i32(double x) { return x != x ? (int32_t)0 : x < -0x1.0000000000000p+31 ? INT32_MIN : x >= 0x1.0000000000000p+31 ? INT32_MAX : (int32_t)x; }
 static inline int64_t stripe_cvt_fp64_i64(double x) { return x != x ? (int64_t)0 : x < -0x1.0000000000000p+63 ? INT64_MIN : x >= 0x1.0000000000000p+63 ? INT64_MAX : (int64_t)x; }
 static inline uint8_t stripe_cvt_fp64_u8(double x) { return x != x ? (uint8_t)0 : x < 0x0.0p+0 ? 0 : x >= 0x1.0000000000000p+8 ? UINT8_MAX : (uint8_t)x; }
+static inline uint16_t stripe_cvt_fp64_u16(double x) { return x != x ? (uint16_t)0 : x < 0x0.0p+0 ? 0 : x >= 0x1.0000000000000p+16 ? UINT16_MAX : (uint16_t)x; }
+static inline uint32_t stripe_cvt_fp64_u32(double x) { return x != x ? (uint32_t)0 : x < 0x0.0p+0 ? 0 : x >= 0x1.0000000000000p+32 ? UINT32_MAX : (uint32_t)x; }
+static inline uint64_t stripe_cvt_fp64_u64(double x) { return x != x ? (uint64_t)0 : x < 0x0.0p+0 ? 0 : x >= 0x1.0000000000000p+64 ? UINT64_MAX : (uint64_t)x; }
+/* 16-bit floats (docs/dtypes.md): stored as their bits in a uint16_t, computed in float.
+   stripe_st_* rounds a float to nearest, ties to even (overflow gives infinity, NaN stays a
+   quiet NaN); stripe_ld_* is exact; stripe_round_* is a float rounded to the 16-bit grid.
+   float16 uses F16C's vcvtps2ph/vcvtph2ps where the flags enable F16C, integer code
+   otherwise (the same results). */
+static inline float stripe_f32_of_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t stripe_bits_of_f32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+#if defined(__F16C__)
+typedef float stripe_v4sf __attribute__((vector_size(16)));
+typedef short stripe_v8hi __attribute__((vector_size(16)));
+static inline uint16_t stripe_st_fp16(float f) {
+    const stripe_v4sf v = {f, 0.0f, 0.0f, 0.0f};
+    return (uint16_t)__builtin_ia32_vcvtps2ph(v, 0)[0];  /* 0: round to nearest even */
+}
+static inline float stripe_ld_fp16(uint16_t h) {
+    const stripe_v8hi v = {(short)h, 0, 0, 0, 0, 0, 0, 0};
+    return __builtin_ia32_vcvtph2ps(v)[0];
+}
+#else
+static inline uint16_t stripe_st_fp16(float f) {
+    const uint32_t x = stripe_bits_of_f32(f);
+    const uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  /* >= 65520: infinity */
+    if (a >= 0x38800000u) {  /* a normal float16: rebias, round the 13 dropped bits */
+        uint32_t m = a - 0x38000000u;
+        m += 0xfffu + ((m >> 13) & 1u);
+        return (uint16_t)(sign | (m >> 13));
+    }
+    if (a <= 0x33000000u) return (uint16_t)sign;  /* at most 2^-25: rounds to zero */
+    {  /* a subnormal float16: k * 2^-24, k rounded to nearest even */
+        const uint32_t m = (a & 0x7fffffu) | 0x800000u, s = 126u - (a >> 23);
+        const uint32_t k = m >> s, rem = m & ((1u << s) - 1u), half = 1u << (s - 1u);
+        return (uint16_t)(sign | (k + (rem > half || (rem == half && (k & 1u)))));
+    }
+}
+static inline float stripe_ld_fp16(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1fu) return stripe_f32_of_bits(sign | 0x7f800000u | (m << 13));
+    if (e) return stripe_f32_of_bits(sign | ((e + 112u) << 23) | (m << 13));
+    return stripe_f32_of_bits(sign | stripe_bits_of_f32((float)m * 0x1p-24f));
+}
+#endif
+static inline uint16_t stripe_st_bf16(float f) {
+    uint32_t u = stripe_bits_of_f32(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static inline float stripe_ld_bf16(uint16_t h) { return stripe_f32_of_bits((uint32_t)h << 16); }
+static inline float stripe_round_fp16(float f) { return stripe_ld_fp16(stripe_st_fp16(f)); }
+static inline float stripe_round_bf16(float f) { return stripe_ld_bf16(stripe_st_bf16(f)); }
 
 #define STRIPE_NSTATS 1
 static int64_t stripe_counters[1];
