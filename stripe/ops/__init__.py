@@ -10,8 +10,8 @@ into a Tile function that ``stripe.lower`` and ``stripe.compile`` accept::
     fn = ops.function({"Y": y})     # print(fn) shows the Tile
     prog = stripe.compile(fn, target="cpu_avx2")
 
-``core`` holds the tensors, ``emit`` and ``function``; ``nn`` the neural-network ops;
-``array`` the array ops (docs/ops.md, docs/ops_array.md).
+``core`` holds the tensors, ``emit``, ``function`` and ``gradient``; ``nn`` the
+neural-network ops; ``array`` the array ops (docs/ops.md, docs/ops_array.md).
 """
 
 from . import array, core, nn  # noqa: F401
