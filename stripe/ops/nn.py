@@ -630,14 +630,16 @@ def dense(x: Tensor, w: Tensor, b: Tensor | None = None,
 # reductions used by the ops below -------------------------------------------------------------
 
 def _reduce(x: Tensor, axes: Sequence[int], agg: str, name: str,
-            constraint: str = "") -> Tensor:
+            square: bool = False) -> Tensor:
     """``x`` aggregated over ``axes`` with ``agg`` (``+``, ``>``, ...), keeping the reduced
-    dimensions as size 1 (index 0)."""
+    dimensions as size 1 (index 0); with ``square``, ``x * x`` is aggregated (the product
+    in the contraction, no temporary)."""
     idx = [f"x{i}" for i in range(x.ndim)]
     out_idx = ["0" if i in axes else idx[i] for i in range(x.ndim)]
     out_sz = [1 if i in axes else x.shape[i] for i in range(x.ndim)]
+    acc = f"{{0}}[{', '.join(idx)}]"
     stmt = (f"{{O}}[{', '.join(out_idx)} : {_sizes(out_sz)}] = "
-            f"{agg}({{0}}[{', '.join(idx)}]){constraint}")
+            f"{agg}({acc}{' * ' + acc if square else ''})")
     return emit(stmt, [x], out_sz, x.dtype, name=name)
 
 
@@ -702,8 +704,7 @@ def _moments(x: Tensor, axes: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
     total = _reduce(x, axes, "+", "Sum")
     centred = emit(f"{{O}} = {{0}} - {{1}} / {builtins.max(n, 1)}", [x, total], x.shape,
                    x.dtype, name="Centred")
-    sq = emit("{O} = {0} * {0}", [centred], x.shape, x.dtype, name="Square")
-    var_sum = _reduce(sq, axes, "+", "SumSq")
+    var_sum = _reduce(centred, axes, "+", "SumSq", square=True)
     return total, centred, var_sum
 
 
@@ -786,7 +787,7 @@ def layer_norm(x: Tensor, axes: int | Sequence[int] = -1, scale: Tensor | None =
 
         S[n, 0 : N, 1] = +(X[n, c]);
         D = X - S / C;
-        V[n, 0 : N, 1] = +(D[n, c] * D[n, c]);   // written as a product statement first
+        V[n, 0 : N, 1] = +(D[n, c] * D[n, c]);
         O = D / sqrt(V / C + 1e-05) * Scale + Offset;
     """
     op = "layer_norm"
@@ -815,7 +816,8 @@ def group_norm(x: Tensor, groups: int, scale: Tensor | None = None,
         S[n, g : N, G] = +(X[n, h, w, CG * g + c]), c < CG;
         SB[n, 0, 0, CG * g + c : N, 1, 1, C] = =(S[n, g]), c < CG;
         D = X - SB / (H * W * CG);
-        ... the same two statements for the sum of D * D ...
+        V[n, g : N, G] = +(D[n, h, w, CG * g + c] * D[n, h, w, CG * g + c]), c < CG;
+        VB[n, 0, 0, CG * g + c : N, 1, 1, C] = =(V[n, g]), c < CG;
         O = D / sqrt(VB / (H * W * CG) + 1e-05) * Scale + Offset;
     """
     op = "group_norm"
@@ -844,8 +846,10 @@ def group_norm(x: Tensor, groups: int, scale: Tensor | None = None,
     bsz = [x.shape[0]] + [1] * (x.ndim - 1)
     bsz[a] = c
 
-    def group_sum(t: Tensor, name: str) -> Tensor:
-        s = emit(f"{{O}}[n, g : {x.shape[0]}, {g}] = +({{0}}[{', '.join(idx)}]){cons}", [t],
+    def group_sum(t: Tensor, name: str, square: bool = False) -> Tensor:
+        acc = f"{{0}}[{', '.join(idx)}]"
+        body = f"{acc} * {acc}" if square else acc
+        s = emit(f"{{O}}[n, g : {x.shape[0]}, {g}] = +({body}){cons}", [t],
                  (x.shape[0], g), t.dtype, name=name)
         return emit(f"{{O}}[{', '.join(bidx)} : {_sizes(bsz)}] = =({{0}}[n, g]){cons}", [s],
                     bsz, t.dtype, name=name + "B")
@@ -853,8 +857,7 @@ def group_norm(x: Tensor, groups: int, scale: Tensor | None = None,
     total = group_sum(x, "Sum")
     centred = emit(f"{{O}} = {{0}} - {{1}} / {n}", [x, total], x.shape, x.dtype,
                    name="Centred")
-    sq = emit("{O} = {0} * {0}", [centred], x.shape, x.dtype, name="Square")
-    var_sum = group_sum(sq, "SumSq")
+    var_sum = group_sum(centred, "SumSq", square=True)
     y = emit(f"{{O}} = {{0}} / sqrt({{1}} / {n} + {_lit(eps, x.dtype, op)})",
              [centred, var_sum], x.shape, x.dtype, name="Norm")
     return _affine(y, sc, of)
