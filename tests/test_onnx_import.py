@@ -37,10 +37,10 @@ def reference(m, feeds):
     return dict(zip(names, sess.run(None, feeds)))
 
 
-def check(m, feeds, shapes=None, configs=CONFIGS, tol=1e-4):
+def check(m, feeds, shapes=None, configs=CONFIGS, tol=1e-4, channels_last=False):
     """Import ``m``, compile it for each config, compare every output with ORT (relative to
     the output's scale)."""
-    fn = stripe.onnx.load(m, shapes=shapes)
+    fn = stripe.onnx.load(m, shapes=shapes, channels_last=channels_last)
     want = reference(m, feeds)
     for cfg in configs:
         got = stripe.onnx.compile(fn, cfg).run(feeds)
@@ -63,7 +63,8 @@ def w(rng, *shape, scale=0.5):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
 
-def test_cnn_block(rng):
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_cnn_block(rng, channels_last):
     """Conv (groups, dilations, asymmetric pads, SAME_UPPER, bias), batch norm folded and
     not folded, Relu, Clip, LeakyRelu, HardSwish, MaxPool (ceil_mode), AveragePool,
     residual Add, GlobalAveragePool, Flatten, Gemm (transB), Softmax."""
@@ -104,9 +105,14 @@ def test_cnn_block(rng):
     m = model(nodes, [("x", F, ["batch", 3, 11, 9])],
               [("prob", F, None), ("ap", F, None)], inits)
     x = rng.standard_normal((2, 3, 11, 9)).astype(np.float32)
-    fn = check(m, {"x": x}, shapes={"x": (2, 3, 11, 9)})
+    fn = check(m, {"x": x}, shapes={"x": (2, 3, 11, 9)}, channels_last=channels_last,
+               configs=("cpu_avx2",) if channels_last else CONFIGS)
     # the first batch norm is folded into its conv, the second is not
     assert "w1__bn" in " ".join(fn.weights) and "w3" in " ".join(fn.weights)
+    # channels-last: the activations stay NHWC from the first conv to the pools; the
+    # transposes are the input's, the AveragePool output's and the one before Flatten
+    assert fn.source.count("= =(") == (3 if channels_last else 0)
+    assert ("_hwio[" in fn.source) == channels_last
 
 
 def test_transformer_block(rng):

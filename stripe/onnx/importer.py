@@ -71,11 +71,36 @@ def np_dtype(elem_type: int, what: str) -> np.dtype:
     return dt
 
 
+class Permuted:
+    """A value held in another axis order than ONNX's: ``tensor``'s axis ``i`` is the ONNX
+    value's axis ``perm[i]`` (channels-last import keeps 4-D activations as NHWC, ``perm``
+    ``(0, 2, 3, 1)``)."""
+
+    __slots__ = ("tensor", "perm")
+
+    def __init__(self, tensor: ops.Tensor, perm: tuple[int, ...]) -> None:
+        self.tensor = tensor
+        self.perm = perm
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The ONNX shape."""
+        out = [0] * len(self.perm)
+        for i, a in enumerate(self.perm):
+            out[a] = self.tensor.shape[i]
+        return tuple(out)
+
+
+NHWC = (0, 2, 3, 1)
+
+
 class Graph:
     """The state of one import: values by ONNX name, weights, Tile names."""
 
-    def __init__(self, opset: int) -> None:
+    def __init__(self, opset: int, channels_last: bool = False) -> None:
         self.opset = opset
+        self.channels_last = channels_last
+        self._onnx_order: dict[int, ops.Tensor] = {}
         self.values: dict[str, np.ndarray | ops.Tensor] = {}
         self.names = TileNames()
         self.weights: dict[str, np.ndarray] = {}
@@ -83,11 +108,23 @@ class Graph:
         self._keep: list[np.ndarray] = []  # keeps the ids of weight_tensors' keys valid
         self.consumed: set[str] = set()  # names some node reads or the graph outputs
 
-    def tensor(self, value: np.ndarray | ops.Tensor, name: str = "const") -> ops.Tensor:
-        """``value`` as a Tensor: a Tensor as it is, a one-element array of rank 0 as a
-        literal of its dtype, any other array as a weight input."""
+    def tensor(self, value: np.ndarray | ops.Tensor | Permuted,
+               name: str = "const") -> ops.Tensor:
+        """``value`` as a Tensor in ONNX's axis order: a Tensor as it is, a
+        :class:`Permuted` transposed back (once per value), a one-element array of rank 0
+        as a literal of its dtype, any other array as a weight input."""
         if isinstance(value, ops.Tensor):
             return value
+        if isinstance(value, Permuted):
+            t = self._onnx_order.get(id(value))
+            if t is None:
+                inv = [0] * len(value.perm)
+                for i, a in enumerate(value.perm):
+                    inv[a] = i
+                t = ops.transpose(value.tensor, inv)
+                self._onnx_order[id(value)] = t
+                self._keep.append(value)  # type: ignore[arg-type]
+            return t
         a = np.asarray(value)
         if a.ndim == 0:
             return ops.constant(a.item(), dtype=a.dtype.name)
@@ -166,7 +203,7 @@ def opset_of(model: object) -> int:
 
 def import_model(model: object, shapes: Mapping[str, Sequence[int]] | None = None, *,
                  constants: Mapping[str, object] | None = None,
-                 fold_batchnorm: bool = True) -> OnnxFunction:
+                 fold_batchnorm: bool = True, channels_last: bool = False) -> OnnxFunction:
     """See :func:`stripe.onnx.load`."""
     from . import operators
 
@@ -178,7 +215,7 @@ def import_model(model: object, shapes: Mapping[str, Sequence[int]] | None = Non
         raise ArgumentTypeError(f"shapes must be a mapping from input name to a shape, got "
                                 f"{type(shapes).__name__}")
     graph = model.graph  # type: ignore[attr-defined]
-    g = Graph(opset_of(model))
+    g = Graph(opset_of(model), channels_last)
     from onnx import numpy_helper
 
     for init in graph.initializer:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import ops
 from ..errors import StripeError
-from .importer import Graph, np_dtype
+from .importer import NHWC, Graph, Permuted, np_dtype
 from .program import NeedsConstant, OnnxImportError
 
 Value = "np.ndarray | ops.Tensor"
@@ -46,12 +46,31 @@ class Node:
         """Whether optional input ``k`` is given."""
         return k < len(self.input_names) and self.input_names[k] != ""
 
-    def value(self, k: int) -> np.ndarray | ops.Tensor:
+    def raw(self, k: int) -> np.ndarray | ops.Tensor | Permuted:
+        """Input ``k`` as held (possibly :class:`Permuted`)."""
         name = self.input_names[k]
         try:
             return self.graph.values[name]
         except KeyError:
             raise self.error(f"input {name!r} is computed by no earlier node") from None
+
+    def value(self, k: int) -> np.ndarray | ops.Tensor:
+        """Input ``k`` as a constant or a Tensor in ONNX's axis order."""
+        v = self.raw(k)
+        if isinstance(v, Permuted):
+            return self.graph.tensor(v)
+        return v
+
+    def nhwc(self, k: int) -> ops.Tensor | None:
+        """Input ``k`` as an NHWC tensor when the import is channels-last and the input is
+        4-D (transposed from NCHW if held so), else None."""
+        if not self.graph.channels_last:
+            return None
+        v = self.raw(k)
+        if isinstance(v, Permuted):
+            return v.tensor if v.perm == NHWC else None
+        t = self.tensor(k)
+        return ops.transpose(t, list(NHWC)) if t.ndim == 4 else None
 
     def tensor(self, k: int) -> ops.Tensor:
         return self.graph.tensor(self.value(k), self.input_names[k])
@@ -105,7 +124,7 @@ def convert(proto: object, graph: Graph) -> None:
     if proto.domain not in ("", "ai.onnx"):  # type: ignore[attr-defined]
         raise node.error(f"domain {proto.domain!r} is not supported")  # type: ignore
     fn = HANDLERS.get(node.op)
-    inputs = [node.value(k) if node.has(k) else None for k in range(len(node.input_names))]
+    inputs = [node.raw(k) if node.has(k) else None for k in range(len(node.input_names))]
     if node.op not in _NOT_FOLDED and node.op != "Constant" and inputs and all(
             v is None or isinstance(v, np.ndarray) for v in inputs) and \
             any(v is not None for v in inputs):
@@ -163,6 +182,34 @@ def _constant(node: Node) -> np.ndarray:
 
 # elementwise -------------------------------------------------------------------------------
 
+def _binary_layout(node: Node, fn: Callable[[object, object], ops.Tensor]) -> object:
+    """``fn`` applied in a channels-last layout when one operand is held NHWC and the other
+    is held likewise with the same shape, or is a constant (permuted at import); None when
+    the operands are not so."""
+    a, b = node.raw(0), node.raw(1)
+    pa, pb = isinstance(a, Permuted), isinstance(b, Permuted)
+    if not (pa or pb):
+        return None
+    if pa and pb:
+        if a.perm == b.perm and a.tensor.shape == b.tensor.shape:
+            return Permuted(fn(a.tensor, b.tensor), a.perm)
+        return None
+    p, other = (a, b) if pa else (b, a)
+    if not isinstance(other, np.ndarray) or other.ndim > len(p.perm):
+        return None
+    c = np.asarray(other).reshape((1,) * (len(p.perm) - other.ndim) + other.shape)
+    if np.broadcast_shapes(c.shape, p.shape) != p.shape:
+        return None
+    c = np.ascontiguousarray(c.transpose(p.perm))
+    if c.size == 1:
+        ct: ops.Tensor = ops.constant(c.reshape(()).item(), dtype=c.dtype.name)
+    else:
+        if all(d == 1 for d in c.shape[:-1]):
+            c = c.reshape(c.shape[-1:])  # a per-channel vector broadcasts as it is
+        ct = node.graph.tensor(c, node.input_names[1 if pa else 0] + "_nhwc")
+    return Permuted(fn(p.tensor, ct) if pa else fn(ct, p.tensor), p.perm)
+
+
 def _pair(node: Node) -> tuple[ops.Tensor, ops.Tensor]:
     """The two operands of a binary node; a one-element constant becomes a literal when it
     does not raise the result's rank."""
@@ -180,25 +227,37 @@ def _pair(node: Node) -> tuple[ops.Tensor, ops.Tensor]:
 
 
 @handler("Add")
-def _add(node: Node) -> ops.Tensor:
+def _add(node: Node) -> object:
+    kept = _binary_layout(node, lambda a, b: a + b)
+    if kept is not None:
+        return kept
     a, b = _pair(node)
     return a + b
 
 
 @handler("Sub")
-def _sub(node: Node) -> ops.Tensor:
+def _sub(node: Node) -> object:
+    kept = _binary_layout(node, lambda a, b: a - b)
+    if kept is not None:
+        return kept
     a, b = _pair(node)
     return a - b
 
 
 @handler("Mul")
-def _mul(node: Node) -> ops.Tensor:
+def _mul(node: Node) -> object:
+    kept = _binary_layout(node, lambda a, b: a * b)
+    if kept is not None:
+        return kept
     a, b = _pair(node)
     return a * b
 
 
 @handler("Div")
-def _div(node: Node) -> ops.Tensor:
+def _div(node: Node) -> object:
+    kept = _binary_layout(node, lambda a, b: a / b)
+    if kept is not None:
+        return kept
     a, b = _pair(node)
     return a / b
 
@@ -254,25 +313,33 @@ _UNARY = {
 }
 
 
+def _keep_layout(node: Node, fn: Callable[[ops.Tensor], ops.Tensor]) -> object:
+    """``fn`` (elementwise, one tensor) applied in the input's layout."""
+    v = node.raw(0)
+    if isinstance(v, Permuted):
+        return Permuted(fn(v.tensor), v.perm)
+    return fn(node.tensor(0))
+
+
 @handler(*_UNARY)
-def _unary(node: Node) -> ops.Tensor:
-    x = node.tensor(0)
-    return ops.cast(_UNARY[node.op](x), x.dtype)
+def _unary(node: Node) -> object:
+    return _keep_layout(node, lambda x: ops.cast(_UNARY[node.op](x), x.dtype))
 
 
 @handler("Identity", "Dropout")
 def _identity(node: Node) -> object:
     if node.op != "Dropout":
-        return node.value(0)
+        return node.raw(0)
     if node.has(2) and bool(np.asarray(node.const(2, "training_mode"))):
         raise node.error("training_mode is not supported (inference only)")
-    x = node.value(0)
+    x = node.raw(0)
     return [x, np.ones(np.shape(x) if isinstance(x, np.ndarray) else x.shape, bool)]
 
 
 @handler("LeakyRelu")
-def _leaky_relu(node: Node) -> ops.Tensor:
-    return ops.leaky_relu(node.tensor(0), float(node.attr("alpha", 0.01)))
+def _leaky_relu(node: Node) -> object:
+    alpha = float(node.attr("alpha", 0.01))
+    return _keep_layout(node, lambda x: ops.leaky_relu(x, alpha))
 
 
 @handler("Elu")
@@ -298,14 +365,24 @@ def _hard_sigmoid(node: Node) -> ops.Tensor:
 
 
 @handler("HardSwish")
-def _hard_swish(node: Node) -> ops.Tensor:
-    x = node.tensor(0)
-    return ops.emit("{O} = {0} * max(min({0} / 6 + 0.5, 1), 0)", [x], x.shape, x.dtype,
-                    name="HardSwish")
+def _hard_swish(node: Node) -> object:
+    return _keep_layout(node, lambda x: ops.emit(
+        "{O} = {0} * max(min({0} / 6 + 0.5, 1), 0)", [x], x.shape, x.dtype, name="HardSwish"))
 
 
 @handler("Clip")
-def _clip(node: Node) -> ops.Tensor:
+def _clip(node: Node) -> object:
+    v = node.raw(0)
+    if isinstance(v, Permuted) and all(
+            not node.has(k) or (isinstance(node.raw(k), np.ndarray) and
+                                np.size(node.raw(k)) == 1) for k in (1, 2)):
+        # scalar bounds: computed in the layout the input is held in
+        node.graph.values["\0clip"] = v.tensor
+        inner = Node(node.proto, node.graph)
+        inner.input_names = ["\0clip", *node.input_names[1:]]
+        y = _clip(inner)
+        del node.graph.values["\0clip"]
+        return Permuted(y, v.perm)  # type: ignore[arg-type]
     x = node.tensor(0)
     bounds: list[object] = []
     for k, name in ((1, "min"), (2, "max")):
@@ -411,7 +488,23 @@ def _channel_vector(v: np.ndarray | ops.Tensor, rank: int, graph: Graph,
 
 
 @handler("Conv")
-def _conv(node: Node) -> ops.Tensor:
+def _conv(node: Node) -> object:
+    xl = node.nhwc(0)
+    wv = node.value(1)
+    if xl is not None and isinstance(wv, np.ndarray):
+        w_hwio = np.ascontiguousarray(wv.transpose(2, 3, 1, 0))
+        ks = node.attr("kernel_shape")
+        if ks is not None and list(ks) != list(wv.shape[2:]):
+            raise node.error(f"kernel_shape {list(ks)} does not match W's shape {wv.shape}")
+        y = ops.conv(xl, node.graph.tensor(w_hwio, node.input_names[1] + "_hwio"),
+                     strides=list(node.attr("strides", [1, 1])),
+                     dilations=list(node.attr("dilations", [1, 1])),
+                     padding=_spatial_pads(node, 2), groups=int(node.attr("group", 1)))
+        if node.has(2):
+            b = node.value(2)
+            y = y + (node.graph.tensor(b, node.input_names[2]) if isinstance(b, np.ndarray)
+                     else b)
+        return Permuted(y, NHWC)
     x, w = node.tensor(0), node.tensor(1)
     rank = x.ndim - 2
     if rank < 1 or rank > 3:
@@ -495,6 +588,9 @@ def _max_pool(node: Node) -> ops.Tensor:
     if int(node.attr("storage_order", 0)):
         raise node.error("storage_order=1 is not supported")
     k, s, pads = _pool_args(node, x)
+    xl = node.nhwc(0)
+    if xl is not None:
+        return Permuted(ops.max_pool(xl, k, strides=s, padding=pads), NHWC)
     return ops.max_pool(x, k, strides=s, padding=pads, data_format="channels_first")
 
 
@@ -505,12 +601,20 @@ def _avg_pool(node: Node) -> ops.Tensor:
     if inc and int(node.attr("ceil_mode", 0)):
         raise node.error("ceil_mode=1 with count_include_pad=1 is not supported")
     k, s, pads = _pool_args(node, x)
+    xl = node.nhwc(0)
+    if xl is not None:
+        return Permuted(ops.avg_pool(xl, k, strides=s, padding=pads,
+                                     count_include_pad=inc), NHWC)
     return ops.avg_pool(x, k, strides=s, padding=pads, data_format="channels_first",
                         count_include_pad=inc)
 
 
 @handler("GlobalAveragePool", "GlobalMaxPool")
-def _global_pool(node: Node) -> ops.Tensor:
+def _global_pool(node: Node) -> object:
+    v = node.raw(0)
+    if isinstance(v, Permuted) and v.perm == NHWC:
+        f = ops.max if node.op == "GlobalMaxPool" else ops.mean
+        return Permuted(f(v.tensor, [1, 2], keepdims=True), NHWC)
     x = node.tensor(0)
     axes = list(range(2, x.ndim))
     if node.op == "GlobalMaxPool":
@@ -527,6 +631,13 @@ def _batch_norm(node: Node) -> ops.Tensor:
     eps = float(node.attr("epsilon", 1e-5))
     rank = x.ndim - 2
     params = [node.value(k) for k in (1, 2, 3, 4)]
+    v = node.raw(0)
+    if isinstance(v, Permuted) and v.perm == NHWC and \
+            all(isinstance(p, np.ndarray) for p in params):
+        scale, shift = bn_affine(*params, eps, v.tensor.dtype)  # type: ignore[arg-type]
+        g = node.graph
+        return Permuted(v.tensor * g.tensor(scale.reshape(-1), node.input_names[1] + "_scale")
+                        + g.tensor(shift.reshape(-1), node.input_names[2] + "_shift"), NHWC)
     if all(isinstance(p, np.ndarray) for p in params):
         scale, shift = bn_affine(*params, eps, x.dtype)  # type: ignore[arg-type]
         a = _channel_vector(scale, max(rank, 0), node.graph, node.input_names[1] + "_scale")
@@ -718,8 +829,8 @@ def _arg(node: Node) -> ops.Tensor:
 
 @handler("Shape")
 def _shape(node: Node) -> np.ndarray:
-    v = node.value(0)
-    shape = np.array(v.shape if isinstance(v, ops.Tensor) else np.shape(v), np.int64)
+    v = node.raw(0)
+    shape = np.array(np.shape(v) if isinstance(v, np.ndarray) else v.shape, np.int64)
     start = int(node.attr("start", 0))
     end = node.attr("end")
     return shape[start:None if end is None else int(end)]
@@ -737,8 +848,8 @@ def _constant_of_shape(node: Node) -> np.ndarray:
 
 @handler("Size")
 def _size(node: Node) -> np.ndarray:
-    v = node.value(0)
-    return np.array(math.prod(v.shape), np.int64)
+    v = node.raw(0)
+    return np.array(math.prod(np.shape(v) if isinstance(v, np.ndarray) else v.shape), np.int64)
 
 
 @handler("Reshape")
