@@ -614,3 +614,10 @@ def test_integer_input_values_through_the_compile_cache():
         np.testing.assert_array_equal(prog(I=i, D=np.array(d, np.int32))["O"], want)
         with pytest.raises(ArgumentError, match=f"compiled for D = {d}"):
             prog(I=i, D=np.array(d + 1, np.int32))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_lowering_is_deterministic_and_round_trips(case: Case):
+    first = stripe.print_ir(stripe.lower(case.source, case.inputs))
+    assert stripe.print_ir(stripe.lower(case.source, case.inputs)) == first
+    assert stripe.print_ir(stripe.parse_ir(first)) == first
