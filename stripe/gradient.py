@@ -54,16 +54,41 @@ def _stmt_error(stmt: A.Contraction | A.Assign, message: str) -> GradientError:
 
 # printing ------------------------------------------------------------------------------------
 
-def _poly(p: A.Poly) -> str:
+def _postorder(root: object) -> list[object]:
+    """The nodes of an expression or polynomial, children before parents (iterative: any
+    nesting depth)."""
+    out: list[object] = []
+    stack: list[tuple[object, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            out.append(node)
+            continue
+        stack.append((node, True))
+        stack.extend((c, False) for c, _ in reversed(A.children(node)))  # type: ignore[arg-type]
+    return out
+
+
+def _poly(root: A.Poly) -> str:
+    text: dict[int, str] = {}
+    for p in _postorder(root):
+        if id(p) not in text:
+            text[id(p)] = _poly_node(p, text)  # type: ignore[arg-type]
+    return text[id(root)]
+
+
+def _poly_node(p: A.Poly, text: dict[int, str]) -> str:
     if isinstance(p, A.PolyNum):
         return str(p.value)
     if isinstance(p, A.PolyName):
         return p.name
     if isinstance(p, A.PolyNeg):
-        return f"-{_poly_atom(p.x)}"
+        inner = text[id(p.x)]
+        return f"-{inner}" if isinstance(p.x, (A.PolyNum, A.PolyName, A.PolyCall)) else (
+            f"-({inner})")
     if isinstance(p, A.PolyCall):
-        return f"{p.fn}({', '.join(_poly(a) for a in p.args)})"
-    left, right = _poly(p.a), _poly(p.b)
+        return f"{p.fn}({', '.join(text[id(a)] for a in p.args)})"
+    left, right = text[id(p.a)], text[id(p.b)]
     if isinstance(p.a, A.PolyNeg) or (isinstance(p.a, A.PolyBin) and p.op in "*/"
                                        and p.a.op in "+-"):
         left = f"({left})"
@@ -73,11 +98,6 @@ def _poly(p: A.Poly) -> str:
     return f"{left} {p.op} {right}"
 
 
-def _poly_atom(p: A.Poly) -> str:
-    text = _poly(p)
-    return text if isinstance(p, (A.PolyNum, A.PolyName, A.PolyCall)) else f"({text})"
-
-
 def _num(v: int | float) -> str:
     if isinstance(v, bool) or isinstance(v, int):
         return str(int(v))
@@ -85,23 +105,35 @@ def _num(v: int | float) -> str:
     return text if any(c in text for c in ".e") else text + ".0"
 
 
-def _expr(e: A.Expr) -> str:
+def _is_atom(e: A.Expr) -> bool:
+    return isinstance(e, (A.Num, A.Name, A.Call))
+
+
+def _expr(root: A.Expr) -> str:
+    text: dict[int, str] = {}
+    for e in _postorder(root):
+        if id(e) not in text:
+            text[id(e)] = _expr_node(e, lambda c: text[id(c)])  # type: ignore[arg-type]
+    return text[id(root)]
+
+
+def _expr_node(e: A.Expr, sub) -> str:  # type: ignore[no-untyped-def]
+    """``e``'s text, its children's texts given by ``sub``."""
+    def atom(c: A.Expr) -> str:
+        t = sub(c)
+        return t if _is_atom(c) or re.fullmatch(r"[A-Za-z0-9_.]+", t) else f"({t})"
+
     if isinstance(e, A.Num):
         return _num(e.value)
     if isinstance(e, A.Name):
         return e.name
     if isinstance(e, A.Call):
-        return f"{e.fn}({', '.join(_expr(a) for a in e.args)})"
+        return f"{e.fn}({', '.join(sub(a) for a in e.args)})"
     if isinstance(e, A.Unary):
-        return f"{e.op}{_atom(e.x)}"
+        return f"{e.op}{atom(e.x)}"
     if isinstance(e, A.Binary):
-        return f"{_atom(e.a)} {e.op} {_atom(e.b)}"
-    return f"{_atom(e.cond)} ? {_atom(e.a)} : {_atom(e.b)}"
-
-
-def _atom(e: A.Expr) -> str:
-    text = _expr(e)
-    return text if isinstance(e, (A.Num, A.Name, A.Call)) else f"({text})"
+        return f"{atom(e.a)} {e.op} {atom(e.b)}"
+    return f"{atom(e.cond)} ? {atom(e.a)} : {atom(e.b)}"
 
 
 def _ref(r: A.TensorRef, name: str | None = None) -> str:
@@ -269,10 +301,62 @@ def _out_head(name: str, ref: A.TensorRef, shape: Shape) -> str:
     return f"{name}[{', '.join(_poly(p) for p in ref.idxs)} : {', '.join(shape)}]"
 
 
-# expression helpers (text level) -------------------------------------------------------------
+# values of subexpressions -------------------------------------------------------------------
 
-def _wrap(e: A.Expr) -> str:
-    return _atom(e)
+_SMALL = 40  # a subexpression with more nodes that reads a tensor is kept in a temporary
+
+
+class _Values:
+    """Per elementwise statement: which subexpressions depend on a differentiated input, and
+    the text that stands for a subexpression's value in a derivative (inline when small, a
+    temporary computed once otherwise, the statement's own result for its root), so that
+    derivatives of deep expressions stay linear in size."""
+
+    def __init__(self, sw: _Sweep, s: A.Assign) -> None:
+        self.sw, self.s = sw, s
+        self.size: dict[int, int] = {}
+        self.tensor: dict[int, bool] = {}
+        self.dep: dict[int, frozenset[str]] = {}
+        self.temps: dict[int, str] = {id(s.expr): s.name}
+        for n in _postorder(s.expr):
+            if id(n) in self.size:
+                continue
+            kids = [c for c, _ in A.children(n)]  # type: ignore[arg-type]
+            self.size[id(n)] = 1 + sum(self.size[id(c)] for c in kids)
+            if isinstance(n, A.Name):
+                self.tensor[id(n)] = n.name in sw.tensors
+                self.dep[id(n)] = sw.deps.get(n.name, frozenset())
+            elif isinstance(n, A.Call) and n.fn == "index":
+                self.tensor[id(n)] = True
+                self.dep[id(n)] = frozenset()
+            else:
+                self.tensor[id(n)] = any(self.tensor[id(c)] for c in kids)
+                self.dep[id(n)] = frozenset().union(*(self.dep[id(c)] for c in kids))
+
+    def active(self, node: A.Expr) -> bool:
+        return bool(self.dep[id(node)])
+
+    def deps(self, node: A.Expr) -> frozenset[str]:
+        return self.dep[id(node)]
+
+    def _big(self, node: A.Expr) -> bool:
+        return id(node) in self.temps or (self.size[id(node)] > _SMALL and self.tensor[id(node)])
+
+    def text(self, node: A.Expr) -> str:
+        if not self._big(node):
+            return _expr(node)
+        if id(node) not in self.temps:
+            for n in _postorder(node):
+                if id(n) in self.temps or not self._big(n):  # type: ignore[arg-type]
+                    continue
+                body = _expr_node(n, lambda c: self.temps[id(c)] if self._big(c)  # type: ignore[arg-type]
+                                  else _expr(c))
+                self.temps[id(n)] = self.sw.emit(self.sw.fresh(f"{self.s.name}_value"), body)
+        return self.temps[id(node)]
+
+    def atom(self, node: A.Expr) -> str:
+        t = self.text(node)
+        return t if _is_atom(node) or re.fullmatch(r"[A-Za-z0-9_.]+", t) else f"({t})"
 
 
 # the public function -------------------------------------------------------------------------
@@ -746,6 +830,7 @@ class _Builder:
             self._special(s, e, bar)
             return
         shape_x = sw.shape(s.name, s)
+        vals = _Values(sw, s)
         contribs: dict[str, list[str]] = {}
         stack: list[tuple[A.Expr, str]] = [(e, bar)]
         while stack:
@@ -754,15 +839,17 @@ class _Builder:
                 if node.name in sw.tensors and sw.deps.get(node.name):
                     contribs.setdefault(node.name, []).append(adj)
                 continue
-            if not _active(node, sw):
+            if not vals.active(node):
                 continue
             kids = [k for k, _ in A.children(node)]  # type: ignore[misc]
-            if not _is_name(adj) and sum(_active(k, sw) for k in kids) > 1:
-                adj = sw.emit(sw.fresh(f"{s.name}_adj"), adj)  # shared by several operands
-            for child, child_adj in self._partials(s, node, adj):
+            if not _is_name(adj) and (sum(vals.active(k) for k in kids) > 1
+                                      or len(adj) > 4 * _SMALL):
+                adj = sw.emit(sw.fresh(f"{s.name}_adj"), adj)  # shared, or long
+            for child, child_adj in self._partials(s, node, adj, vals):
                 if child_adj is not None:
                     stack.append((child, child_adj))
-        for tensor in sorted(contribs, key=lambda t: list(_expr_names(e)).index(t)):
+        order = _expr_names(e)
+        for tensor in sorted(contribs, key=order.index):
             parts = contribs[tensor]
             value = " + ".join(parts) if len(parts) == 1 else " + ".join(
                 f"({p})" if not _is_name(p) else p for p in parts)
@@ -796,7 +883,7 @@ class _Builder:
         if sw.deps.get(src.name):
             raise _stmt_error(s, "no gradient for scatter (not supported)")
 
-    def _partials(self, s: A.Assign, node: A.Expr, adj: str
+    def _partials(self, s: A.Assign, node: A.Expr, adj: str, vals: _Values
                   ) -> list[tuple[A.Expr, str | None]]:
         sw = self.sw
         if isinstance(node, A.Num):
@@ -804,15 +891,15 @@ class _Builder:
         if isinstance(node, A.Unary):
             if node.op == "-":
                 return [(node.x, f"-{_p(adj)}")]
-            sw.cuts.append((_deps(node, sw), s, f"'{node.op}'"))
+            sw.cuts.append((vals.deps(node), s, f"'{node.op}'"))
             return []
         if isinstance(node, A.Ternary):
-            sw.cuts.append((_deps(node.cond, sw), s, "the condition of '?'"))
-            return [(node.a, f"{_atom(node.cond)} ? {_p(adj)} : 0"),
-                    (node.b, f"{_atom(node.cond)} ? 0 : {_p(adj)}")]
+            sw.cuts.append((vals.deps(node.cond), s, "the condition of '?'"))
+            return [(node.a, f"{vals.atom(node.cond)} ? {_p(adj)} : 0"),
+                    (node.b, f"{vals.atom(node.cond)} ? 0 : {_p(adj)}")]
         if isinstance(node, A.Binary):
             a, b, op = node.a, node.b, node.op
-            pa, pb = _wrap(a), _wrap(b)
+            pa, pb = vals.atom(a), vals.atom(b)
             g = _p(adj)
             if op == "+":
                 return [(a, adj), (b, adj)]
@@ -824,25 +911,27 @@ class _Builder:
                 return [(a, f"{g} / {pb}"), (b, f"-{g} * {pa} / ({pb} * {pb})")]
             if op == "%":
                 return [(a, adj), (b, f"-{g} * (({pa} - {pa} % {pb}) / {pb})")]
-            sw.cuts.append((_deps(node, sw), s, f"the operator '{op}'"))
+            sw.cuts.append((vals.deps(node), s, f"the operator '{op}'"))
             return []
         assert isinstance(node, A.Call)
         fn, args = node.fn, node.args
         g = _p(adj)
-        if fn in _FLOAT_CASTS:
+        if fn in _FLOAT_CASTS and args:
             return [(args[0], adj)]
         if fn in _STEP_FNS:
-            sw.cuts.append((_deps(node, sw), s, f"{fn}(), which has no gradient"))
+            sw.cuts.append((vals.deps(node), s, f"{fn}(), which has no gradient"))
             return []
         if fn == "index":
             return []
-        x = _wrap(args[0]) if args else ""
-        xe = _expr(args[0]) if args else ""
-        # the statement's own result stands for its top call (no recomputation)
-        if node is s.expr:
-            exp_v, tanh_v, sqrt_v = s.name, s.name, s.name
-        else:
-            exp_v, tanh_v, sqrt_v = f"exp({xe})", f"tanh({xe})", f"sqrt({xe})"
+        want = 2 if fn in ("max", "min", "pow") else 1
+        if len(args) != want:
+            raise TileError(f"{fn} takes {want} argument{'s' if want > 1 else ''}, got "
+                            f"{len(args)}", node.pos.line, node.pos.column)
+        x = vals.atom(args[0]) if args else ""
+        xe = vals.text(args[0]) if args else ""
+        # a call whose value is kept (the statement's result, or a temporary) is not recomputed
+        own = vals.text(node) if vals._big(node) else None
+        exp_v, tanh_v, sqrt_v = own or f"exp({xe})", own or f"tanh({xe})", own or f"sqrt({xe})"
         unary = {
             "exp": f"{g} * {exp_v}",
             "log": f"{g} / {x}",
@@ -864,14 +953,14 @@ class _Builder:
         if fn in unary:
             return [(args[0], unary[fn])]
         if fn in ("max", "min"):
-            a, b = _wrap(args[0]), _wrap(args[1])
+            a, b = vals.atom(args[0]), vals.atom(args[1])
             win = ">" if fn == "max" else "<"
             return [(args[0], f"{a} {win} {b} ? {g} : ({a} == {b} ? 0.5 * {g} : 0)"),
                     (args[1], f"{b} {win} {a} ? {g} : ({a} == {b} ? 0.5 * {g} : 0)")]
         if fn == "pow":
-            a, b = _wrap(args[0]), _wrap(args[1])
+            a, b = vals.atom(args[0]), vals.atom(args[1])
             out = [(args[0], f"{g} * {b} * pow({a}, {b} - 1)")]
-            if _active(args[1], sw):
+            if vals.active(args[1]):
                 out.append((args[1], f"{a} == 0 ? 0 : {g} * pow({a}, {b}) * log({a})"))
             return out
         raise _stmt_error(s, f"no gradient for the function '{fn}'")
@@ -879,14 +968,6 @@ class _Builder:
 
 def _p(text: str) -> str:
     return text if re.fullmatch(r"[A-Za-z0-9_.]+", text) else f"({text})"
-
-
-def _active(node: A.Expr, sw: _Sweep) -> bool:
-    return any(sw.deps.get(n) for n in _expr_names(node) if n in sw.tensors)
-
-
-def _deps(node: A.Expr, sw: _Sweep) -> frozenset[str]:
-    return frozenset().union(*(sw.deps.get(n, frozenset()) for n in _expr_names(node)))
 
 
 def _expr_names(root: A.Expr, with_index: bool = False) -> list[str]:
@@ -906,34 +987,41 @@ def _expr_names(root: A.Expr, with_index: bool = False) -> list[str]:
     return out
 
 
-def _linear(p: A.Poly) -> dict[str, Fraction] | None:
+def _linear(root: A.Poly) -> dict[str, Fraction] | None:
     """The index coefficients of an affine access (constants dropped), or None when a
     coefficient is not an integer literal."""
-    if isinstance(p, A.PolyNum):
-        return {}
-    if isinstance(p, A.PolyName):
-        return {p.name: Fraction(1)} if p.is_index else {}
-    if isinstance(p, A.PolyNeg):
-        x = _linear(p.x)
-        return None if x is None else {k: -v for k, v in x.items()}
-    if isinstance(p, A.PolyCall):
-        return {} if not _poly_indexes(p) else None
-    a, b = _linear(p.a), _linear(p.b)
-    if a is None or b is None:
-        return None
-    if p.op in "+-":
-        sign = 1 if p.op == "+" else -1
-        out = dict(a)
-        for k, v in b.items():
-            out[k] = out.get(k, Fraction(0)) + sign * v
-        return {k: v for k, v in out.items() if v}
-    if p.op == "*":
-        if not a and isinstance(p.a, A.PolyNum):
-            return {k: v * p.a.value for k, v in b.items()}
-        if not b and isinstance(p.b, A.PolyNum):
-            return {k: v * p.b.value for k, v in a.items()}
-        return None if (a or b) else {}
-    return None if (a or b) else {}
+    lin: dict[int, dict[str, Fraction] | None] = {}
+    for p in _postorder(root):
+        if id(p) in lin:
+            continue
+        out: dict[str, Fraction] | None
+        if isinstance(p, A.PolyNum):
+            out = {}
+        elif isinstance(p, A.PolyName):
+            out = {p.name: Fraction(1)} if p.is_index else {}
+        elif isinstance(p, A.PolyNeg):
+            x = lin[id(p.x)]
+            out = None if x is None else {k: -v for k, v in x.items()}
+        elif isinstance(p, A.PolyCall):
+            out = None if any(lin[id(a)] for a in p.args) else {}
+        else:
+            x, y = lin[id(p.a)], lin[id(p.b)]
+            if x is None or y is None:
+                out = None
+            elif p.op in "+-":
+                sign = 1 if p.op == "+" else -1
+                out = dict(x)
+                for k, v in y.items():
+                    out[k] = out.get(k, Fraction(0)) + sign * v
+                out = {k: v for k, v in out.items() if v}
+            elif p.op == "*" and not x and isinstance(p.a, A.PolyNum):
+                out = {k: v * p.a.value for k, v in y.items()}
+            elif p.op == "*" and not y and isinstance(p.b, A.PolyNum):
+                out = {k: v * p.b.value for k, v in x.items()}
+            else:
+                out = None if (x or y) else {}
+        lin[id(p)] = out  # type: ignore[index]
+    return lin[id(root)]
 
 
 def _independent(row: dict[str, Fraction], basis: list[dict[str, Fraction]]) -> bool:

@@ -369,3 +369,23 @@ def test_plaidml_corpus_gradient(name: str, rng: np.random.Generator) -> None:
             fd_check(source, arrays, rng, of=of)
         return
     fd_check(source, arrays, rng, of=of)
+
+
+def test_deep_and_long_expressions_stay_linear(rng: np.random.Generator) -> None:
+    """Nested 3000 deep (iterative printing, values of big subexpressions kept in
+    temporaries) and long chains: the gradient's size grows linearly."""
+    sizes = []
+    for depth in (1000, 3000):
+        src = ("function (A[N], B[N]) -> (O) { O = " + "tanh(" * depth + "A * B"
+               + ")" * depth + "; }")
+        sizes.append(len(gradient(src)))
+    assert sizes[1] < 4 * sizes[0]
+    src = "function (A[N], B[N]) -> (O) { O = " + "sin(" * 60 + "A * B" + ")" * 60 + "; }"
+    fd_check(src, {"A": rng.standard_normal(3), "B": rng.standard_normal(3)}, rng)
+    src = "function (A[N], B[N]) -> (O) { O = " + " + ".join(["A * B"] * 300) + "; }"
+    fd_check(src, {"A": rng.standard_normal(3), "B": rng.standard_normal(3)}, rng)
+
+
+def test_wrong_arity_in_source_is_a_located_error() -> None:
+    with pytest.raises(TileError, match="max takes 2 arguments, got 1"):
+        gradient("function (X[N]) -> (O) { O = max(X); }")
