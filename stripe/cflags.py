@@ -188,12 +188,14 @@ def cpu_flags() -> frozenset[str] | None:
 
 
 def missing_cpu_features(flags: tuple[str, ...], cpu: frozenset[str] | None = None,
-                         ) -> list[str]:
+                         *, ask_compiler: bool = True) -> list[str]:
     """The x86 extensions that ``flags`` compile for and this CPU lacks: each ``-mFEATURE``
     (not undone by a later ``-mno-FEATURE``) missing from /proc/cpuinfo's flags (``cpu``
     when given), then whatever else the flags enable (``-march=bdver1``: ``fma4``, ``xop``)
     that the compiler does not enable for ``-march=native`` here. Code built with them
-    would die of an illegal instruction here. Empty when neither source knows the CPU."""
+    would die of an illegal instruction here. Empty when neither source knows the CPU.
+    ``ask_compiler=False`` checks only the ``-mFEATURE`` flags against ``cpu`` (for a CPU
+    other than this one)."""
     have = cpu_flags() if cpu is None else cpu
     wanted: dict[str, bool] = {}
     for flag in flags:
@@ -203,7 +205,7 @@ def missing_cpu_features(flags: tuple[str, ...], cpu: frozenset[str] | None = No
             wanted[m.group(2)] = not m.group(1)
     missing = [f for f, on in wanted.items()
                if on and have is not None and _CPUINFO[f] not in have]
-    host = host_features()
+    host = host_features() if ask_compiler else None
     if host is not None:
         target = enabled_features(resolved_target(tuple(flags)))
         missing += [f for f in sorted(target - host) if f not in missing]

@@ -10,7 +10,9 @@
 prints each output's shape and dtype and the best time per call; ``--check`` also runs the
 reference interpreter on the same inputs and prints the largest difference (exit status 1 if
 it exceeds the tolerance; NaN where the interpreter has NaN, and the same infinity, are
-equal). ``--interpret`` runs the interpreter only. ``compile`` writes
+equal). ``--interpret`` runs the interpreter only. ``--target`` is a config name or YAML
+path; by default ``host``, the shipped CPU config that fits this machine with its cores
+(:mod:`stripe.host`); ``none`` runs no config's passes. ``compile`` writes
 ``00_lower.stripe``, ``01_<pass>.stripe``, ... and ``kernel.c`` into the dump directory (a
 pass name's characters other than letters, digits, ``_``, ``-`` and ``.`` become ``_``).
 
@@ -42,6 +44,8 @@ from .compiler import Program, build_settings, compile_program
 from .config import describe_configs, load_config
 from .dtypes import DType, to_dtype
 from .errors import StripeError
+from .host import NAME as HOST_TARGET
+from .host import NO_PASSES
 from .interp import interpret
 from .ir import Block
 from .limits import check_bytes
@@ -83,19 +87,24 @@ def parse_input_spec(spec: str) -> tuple[str, tuple[tuple[int, ...], DType]]:
 
 
 def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
-    """Seeded random values of ``dtype``, made in that dtype (no wider temporary) in an
-    array on a cache line (:mod:`stripe.arrays`): floats standard normal, integers in
-    [-10, 10) ([0, 10) for uint8), bools half true."""
+    """Seeded random values of ``dtype``, made in that dtype (no wider temporary than one
+    chunk) in an array on a cache line (:mod:`stripe.arrays`): floats standard normal
+    (16-bit floats drawn in float32 and rounded), integers in [-10, 10) ([0, 10) for
+    unsigned types), bools half true."""
     out = empty(shape, dtype.np)
-    if dtype.is_float:
+    if dtype in (DType.FLOAT32, DType.FLOAT64):
         rng.standard_normal(out=out, dtype=dtype.np)
         return out
-    lo, hi = (0, 2) if dtype is DType.BOOL else (0, 10) if dtype is DType.UINT8 else (-10, 10)
+    unsigned = dtype.is_unsigned
+    lo, hi = (0, 2) if dtype is DType.BOOL else (0, 10) if unsigned else (-10, 10)
     flat = out.reshape(-1)
-    chunk = 1 << 20
+    chunk = 1 << 19 if dtype.is_float else 1 << 20  # float32 temporaries: 2 MiB at most
     for start in range(0, flat.size, chunk):
         n = min(chunk, flat.size - start)
-        flat[start:start + n] = rng.integers(lo, hi, n, dtype=dtype.np)
+        if dtype.is_float:  # float16, bfloat16
+            flat[start:start + n] = rng.standard_normal(n, dtype=np.float32)
+        else:
+            flat[start:start + n] = rng.integers(lo, hi, n, dtype=dtype.np)
     return out
 
 
@@ -217,8 +226,8 @@ def format_stats(stats: dict[str, dict[str, int]]) -> str:
     return "\n".join(lines)
 
 
-def _compile(program: Block, target: str | None) -> Program:
-    if target is None:
+def _compile(program: Block, target: str) -> Program:
+    if target == NO_PASSES:
         return compile_program(program)
     config = load_config(target)
     final, trace = run_pipeline(program, config, verify=True)
@@ -280,8 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--input", "-i", action="append", default=[], metavar="A=37x23:float32",
                         help="an input's shape and dtype (repeat per input)")
         if name in ("run", "compile"):
-            sp.add_argument("--target", default=None,
-                            help="hardware config name or YAML path (default: no passes)")
+            sp.add_argument("--target", default=HOST_TARGET,
+                            help="hardware config name or YAML path (default: host, the "
+                                 "shipped CPU config that fits this machine; none: no "
+                                 "passes)")
         if name == "run":
             sp.add_argument("--check", action="store_true",
                             help="compare with the reference interpreter")

@@ -316,13 +316,18 @@ def read_config(target: str | os.PathLike[str]) -> Config:
 
 
 def load_config(target: str | os.PathLike[str]) -> Config:
-    """Load a config by shipped name or file path: :func:`read_config`, then the pipeline
+    """Load a config by shipped name or file path (or ``"host"``: :mod:`stripe.host`):
+    :func:`read_config`, then the pipeline
     builder (:func:`stripe.passes.manager.resolve`) checks every pass type and types every
     pass's options, so that any mistake in the file raises ConfigError here."""
     # The pass layer sits above this module: it is imported when a config is loaded, not
     # when this module is.
     from stripe.passes.manager import resolve
 
+    if isinstance(target, str) and target == "host":
+        from .host import host_config  # the shipped CPU config that fits, sized to the cores
+
+        return host_config()
     return resolve(read_config(target))
 
 
@@ -498,7 +503,8 @@ def _place(f: YamlFile, keys: dict[str, yaml.Node], draft: _Draft, old: _PassDra
 
 
 def describe_configs() -> str:
-    """Every shipped config: its target, parent, memories and pass pipeline."""
+    """Every shipped config: its target, parent, memories and pass pipeline; then what
+    ``host`` and ``none`` mean on this machine."""
     out: list[str] = []
     for name in list_configs():
         try:
@@ -516,6 +522,12 @@ def describe_configs() -> str:
         steps = ", ".join(p.name if p.name == p.type else f"{p.name} ({p.type})"
                           for p in cfg.passes)
         out.append(f"    passes: {steps or '-'}")
+    from .host import host_config  # the host config is built from the shipped ones
+
+    host = host_config()
+    out.append(f"host: {Path(host.extends[0]).stem} on this machine's "
+               f"{host.compute.units} cores (the default target)")
+    out.append("none: no config's passes (the back end's defaults, -march=native)")
     return "\n".join(out) + "\n"
 
 
