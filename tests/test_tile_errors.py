@@ -27,7 +27,8 @@ CASES = [
      "input A: unknown dtype 'float8'; valid: bfloat16, bool, float16, float32, float64, "
      "int16, int32, int64, int8, uint16, uint32, uint64, uint8", 1, 11),
     ("function (A[N, M]) -> (C) { C = A; }", {"A": "x"}, TileError,
-     "input A: expected an array, a (shape, dtype) pair or an integer, got str", 1, 11),
+     "input A: expected an array, a (shape, dtype) pair or an int or float, got str", 1,
+     11),
     ("function (A[N, A]) -> (C) { C = A; }", {"A": M34}, TileError,
      "A is both a tensor and a dimension name", 1, 16),
     ("function (A, A) -> (C) { C = A; }", {"A": M34}, TileError,

@@ -307,6 +307,14 @@ def test_derived_constant_is_a_tensor_in_elementwise_code():
     assert used == {}
 
 
+def test_float_value_is_a_rank0_float32_input():
+    prog = stripe.lower("function (I[N], S) -> (O) { O = I * S; }",
+                        {"I": ((3,), "float32"), "S": 0.5})
+    assert prog.ref("S").shape.sizes == () and prog.ref("S").dtype.long_name == "float32"
+    got = stripe.interpret(prog, {"I": np.ones(3, np.float32), "S": np.array(3, np.float32)})
+    np.testing.assert_array_equal(got["O"], [3, 3, 3])
+
+
 def test_integer_input_used_only_as_a_tensor_is_not_specialised():
     src = "function (I[N], D) -> (O) { O = I + D; }"
     prog, used = lower_specialised(src, {"I": ((5,), "int32"), "D": 3})

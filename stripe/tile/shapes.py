@@ -87,20 +87,23 @@ def _integer_value(spec: object) -> tuple[int, DType] | None:
 
 def _input_shape_dtype(name: str, spec: object, pos: A.Pos
                        ) -> tuple[tuple[int, ...], DType, int | None]:
-    """Shape, dtype and, for an integer value (see ``_integer_value``), that value."""
+    """Shape, dtype and, for an integer value (see ``_integer_value``), that value. A Python
+    float stands for a rank-0 float32 input (PlaidML's ``Real``; its value is not used)."""
     known = _integer_value(spec)
     if known is not None:
         return (), known[1], known[0]
     if isinstance(spec, int) and not isinstance(spec, bool):
         raise TileLimitError(f"input {name}: the integer {spec} does not fit in 64 bits",
                              pos.line, pos.column)
+    if isinstance(spec, float):  # PlaidML's Real: a rank-0 float32 input
+        return (), DType.FLOAT32, None
     if isinstance(spec, np.ndarray) or (hasattr(spec, "shape") and hasattr(spec, "dtype")):
         shape, dtype = spec.shape, spec.dtype  # type: ignore[attr-defined]
     elif isinstance(spec, (tuple, list)) and len(spec) == 2:
         shape, dtype = spec
     else:
         raise TileError(f"input {name}: expected an array, a (shape, dtype) pair or an "
-                        f"integer, got {type(spec).__name__}", pos.line, pos.column)
+                        f"int or float, got {type(spec).__name__}", pos.line, pos.column)
     try:
         items = list(shape)
         if any(isinstance(s, (bool, np.bool_)) for s in items):
