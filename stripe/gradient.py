@@ -691,7 +691,7 @@ class _Builder:
         if c.comb == "==":
             sw.cuts.append((sw.deps[c.out.name], c, "a comparison"))
             return
-        if c.comb == "?":
+        if c.comb == "?" and c.agg in "+=":
             for k in active:
                 if k < 2:
                     sw.cuts.append((sw.deps[refs[k].name], c, "the condition of '?'"))

@@ -389,3 +389,15 @@ def test_deep_and_long_expressions_stay_linear(rng: np.random.Generator) -> None
 def test_wrong_arity_in_source_is_a_located_error() -> None:
     with pytest.raises(TileError, match="max takes 2 arguments, got 1"):
         gradient("function (X[N]) -> (O) { O = max(X); }")
+
+
+def test_max_of_a_selection(rng: np.random.Generator) -> None:
+    """`>(A == B ? C)`: false points are 0 and can win; C gets the cotangent only where it
+    won."""
+    src = "function (A[N, M], B[M], C[N, M]) -> (O) { O[i : N] = >(A[i, j] == B[j] ? C[i, j]); }"
+    for _ in range(3):
+        fd_check(src, {"A": rng.integers(0, 2, (4, 5)).astype(np.int32),
+                       "B": rng.integers(0, 2, 5).astype(np.int32),
+                       "C": rng.standard_normal((4, 5))}, rng)
+    with pytest.raises(GradientError, match=r"'\*' aggregation of a combination '\?'"):
+        gradient(src.replace(">(", "*("), wrt="C")
