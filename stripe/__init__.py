@@ -39,6 +39,7 @@ from .errors import (
     TileSyntaxError,
     VerifyError,
 )
+from .gradient import GradientError, gradient
 from .interp import interpret
 from .ir import (
     AggOp,
@@ -67,7 +68,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Affine", "AggOp", "ArgumentError", "ArgumentTypeError", "arrays", "Block", "CompileError",
-    "Constant", "DType", "IRError", "IRParseError",
+    "Constant", "DType", "GradientError", "IRError", "IRParseError", "gradient",
     "HOST", "Index", "Program", "compile", "Config", "ConfigError", "PassError", "Target",
     "list_configs",
     "load_config", "run_pipeline",

@@ -590,6 +590,7 @@ def compile(source: object, inputs: Mapping[str, object] | None = None,
     (``-march=native``, AVX2-sized vectors). ``check=True`` also interprets the program
     before and after every pass and names the first pass that changed the result.
     """
+    wrap = _program_wrapper(source)
     source, inputs = resolve(source, inputs)
     if target is not None and not isinstance(target, (str, os.PathLike)):
         raise ArgumentTypeError(f"target must be None, a config name or a path to a YAML "
@@ -600,7 +601,7 @@ def compile(source: object, inputs: Mapping[str, object] | None = None,
         final, trace = run_pipeline(program, Config(NO_PASSES, HOST))
         prog = compile_program(final, trace, target=HOST, decided=True)
         prog.specialised = specialised
-        return prog
+        return wrap(prog)
     config = load_config(HOST_TARGET if target is None else target)
     flags = config.target.compiler_flags
 
@@ -611,14 +612,22 @@ def compile(source: object, inputs: Mapping[str, object] | None = None,
     cached = pipeline_cache.load(key, program) if key else None
     if cached is not None:
         module = build(cached.source, flags, openmp=cached.uses_openmp)
-        return Program(cached, module, flags, _rerun=rerun,
-                       overwritten=overwritten_outputs(program), specialised=specialised)
+        return wrap(Program(cached, module, flags, _rerun=rerun,
+                            overwritten=overwritten_outputs(program), specialised=specialised))
     final, trace = rerun()
     prog = compile_program(final, trace, target=config.target, decided=True)
     prog.specialised = specialised
     if key:
         pipeline_cache.store(key, prog.c_program)
-    return prog
+    return wrap(prog)
+
+
+def _program_wrapper(source: object) -> Callable[[Program], Program]:
+    """What ``compile`` returns for a source object: the :class:`Program`, or what the
+    object's ``tile_program(program)`` makes of it (a front end whose names are not Tile
+    names, such as ``stripe.onnx``, returns a program run by its own names)."""
+    wrap = None if isinstance(source, str) else getattr(source, "tile_program", None)
+    return wrap if callable(wrap) else (lambda prog: prog)
 
 
 __all__ = ["ArgumentError", "ArgumentTypeError", "Program", "compile", "compile_program",

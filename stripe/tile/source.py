@@ -6,6 +6,10 @@
 - ``tile_source``: the Tile text of the function (a ``str``);
 - ``tile_inputs``: a mapping from each input's name to a ``(shape, dtype)`` pair.
 
+An object may also have ``tile_program(program)``: ``stripe.compile`` then returns what it
+makes of the compiled :class:`~stripe.compiler.Program` (``stripe.onnx`` returns a program
+that takes and gives arrays by the model's own names).
+
 The op library's functions (``stripe.ops.function``) are such objects, so everything they
 build goes through the same parser, lowering, passes and back end as hand-written Tile.
 With an object, ``inputs`` may be omitted (its ``tile_inputs`` are used) or given to override
