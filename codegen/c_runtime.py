@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from stripe import poly
 from stripe.dtypes import DType
-from stripe.intrinsics import C_TYPES
+from stripe.intrinsics import C_TYPES, C_UNSIGNED
 from stripe.ir import (
     Block,
     Load,
@@ -48,25 +46,31 @@ def min_max() -> str:
 
 def conversions() -> str:
     """The prelude's float -> integer conversions, ``stripe_cvt_<fp32|fp64>_<int type>``
-    (``stripe.intrinsics.c_convert``): truncation toward zero, saturated at the type's
-    limits, NaN giving 0, where a C cast of a value out of range is undefined. Written as
-    selections of comparisons, which gcc vectorises (``-fno-trapping-math``: the cast of
-    the unselected value runs in the vector lanes and is discarded)."""
-    out = ["/* float -> integer: truncated, saturated, NaN -> 0 (docs/semantics.md) */"]
+    (``stripe.intrinsics.c_convert``, PlaidML's rule): truncation toward zero to int64,
+    saturated at int64's limits, NaN giving 0, then wrapped to the type (through its
+    unsigned type, modulo 2^bits); ``uint64`` keeps ``[2^63, 2^64)`` exactly and saturates
+    above. A C cast of a value out of range is undefined. Written as selections of
+    comparisons, which gcc vectorises (``-fno-trapping-math``: the cast of the unselected
+    value runs in the vector lanes and is discarded)."""
+    out = ["/* float -> integer: truncated to int64 (saturated, NaN -> 0), wrapped "
+           "(docs/semantics.md) */"]
     for src in (DType.FLOAT32, DType.FLOAT64):
         ft = C_TYPES[src]
         suffix = "f" if src is DType.FLOAT32 else ""
-        for dst in (d for d in DType if d.is_int):
-            info = np.iinfo(dst.np)
-            lo, hi = float(info.min), float(info.max) + 1.0  # exact powers of two (or 0)
-            it = C_TYPES[dst]
-            limit = it[:-2].upper()  # INT32 of int32_t: <stdint.h>'s INT32_MIN, INT32_MAX
-            lo_c = "0" if dst.is_unsigned else f"{limit}_MIN"
-            hi_c = f"{limit}_MAX"
-            out.append(
-                f"static inline {it} stripe_cvt_{src.value}_{dst.value}({ft} x) {{ "
-                f"return x != x ? ({it})0 : x < {lo.hex()}{suffix} ? {lo_c} : "
-                f"x >= {hi.hex()}{suffix} ? {hi_c} : ({it})x; }}")
+        top = f"{(2.0 ** 63).hex()}{suffix}"
+        top2 = f"{(2.0 ** 64).hex()}{suffix}"
+        i64 = f"stripe_cvt_{src.value}_i64"
+        out.append(f"static inline int64_t {i64}({ft} x) {{ return x != x ? 0 : "
+                   f"x < -{top} ? INT64_MIN : x >= {top} ? INT64_MAX : (int64_t)x; }}")
+        for dst in (d for d in DType if d.is_int and d is not DType.INT64):
+            it, ut = C_TYPES[dst], C_UNSIGNED[dst]
+            if dst is DType.UINT64:
+                body = (f"x != x ? 0 : x >= {top2} ? UINT64_MAX : x >= {top} ? (uint64_t)x "
+                        f": (uint64_t){i64}(x)")
+            else:
+                body = f"({it})({ut})(uint64_t){i64}(x)"
+            out.append(f"static inline {it} stripe_cvt_{src.value}_{dst.value}({ft} x) {{ "
+                       f"return {body}; }}")
     return "\n".join(out) + "\n"
 
 

@@ -17,11 +17,11 @@ for every input: integer arithmetic wraps modulo 2^bits (the C does it in the un
 of the same width: no signed overflow), integer division by 0 gives 0 and ``INT_MIN / -1``
 gives ``INT_MIN``, shifts by a negative count or by the width or more give 0 (``shr`` of a
 negative value -1), integer ``pow`` is exact modulo 2^64, ``max``/``min`` propagate NaN as
-numpy's ``maximum``/``minimum`` do, a float converted to an integer truncates toward zero
-and saturates (NaN gives 0: :func:`convert`, :func:`c_convert`), arithmetic on ``bool`` is
-computed as int and converted back, as C promotes ``_Bool``. A test runs both columns on
-random and on edge inputs (NaN, infinities, overflow) for every row. Adding an intrinsic is
-adding a row here (and its spelling to the Tile grammar, if Tile writes it).
+numpy's ``maximum``/``minimum`` do, a float converted to an integer truncates toward zero to
+int64 and wraps, as PlaidML (NaN gives 0: :func:`convert`, :func:`c_convert`), arithmetic
+on ``bool`` is computed as int and converted back, as C promotes ``_Bool``. A test runs
+both columns on random and on edge inputs (NaN, infinities, overflow) for every row. Adding
+an intrinsic is adding a row here (and its spelling to the Tile grammar, if Tile writes it).
 """
 
 from __future__ import annotations
@@ -136,24 +136,29 @@ _HALF_NP = (DType.FLOAT16.np, DType.BFLOAT16.np)
 def convert(x: Array, dtype: DType) -> Array:
     """``x`` converted to ``dtype`` as every layer converts (docs/semantics.md), as an array
     of ``dtype.np`` (the type in memory): a float to an integer type truncates toward zero
-    and saturates at the type's limits, NaN giving 0 (C leaves out-of-range conversions
-    undefined and numpy's result depends on the platform); integers to another integer
-    type wrap modulo 2^bits; anything to ``bool`` is ``x != 0`` (NaN is True); to a float
-    type rounds to nearest, ties to even (overflow gives inf); to ``float16``/``bfloat16``
-    the value is converted to float32 first, then rounded to 16 bits (as the C does)."""
+    to a 64-bit integer (saturating at int64's limits, NaN giving 0), then wraps modulo
+    2^bits, as PlaidML does (C leaves out-of-range conversions undefined and numpy's
+    result depends on the platform); ``uint64`` keeps a value in ``[0, 2^64)`` exactly and
+    saturates above; integers to another integer type wrap modulo 2^bits; anything to
+    ``bool`` is ``x != 0`` (NaN is True); to a float type rounds to nearest, ties to even
+    (overflow gives inf); to ``float16``/``bfloat16`` the value is converted to float32
+    first, then rounded to 16 bits (as the C does)."""
     x = widen(x)  # a 16-bit float: every float16/bfloat16 value is a float32
     t = dtype.np
     if dtype.is_half:
         return x.astype(_F32).astype(t)
     if x.dtype.kind != "f" or not dtype.is_int:
         return x.astype(t)
-    info = np.iinfo(t)
-    f = x.astype(np.float64)  # exact for float32 and float64 values
-    lo, hi = float(info.min), float(info.max) + 1.0  # both powers of two (or 0): exact
-    inside = (f >= lo) & (f < hi)  # NaN is outside
-    out = np.trunc(np.where(inside, f, 0.0)).astype(t)
-    out = np.where(f >= hi, info.max, out)
-    return np.where(f < lo, info.min, out).astype(t)
+    f = np.trunc(np.where(np.isnan(x), 0.0, x.astype(np.float64)))  # exact for any float
+    top = 2.0 ** 63
+    i64 = np.where(f >= top, np.iinfo(np.int64).max,
+                   np.where(f < -top, np.iinfo(np.int64).min,
+                            np.where((f >= -top) & (f < top), f, 0.0).astype(np.int64)))
+    if dtype is not DType.UINT64:
+        return i64.astype(t)  # wraps modulo 2^bits
+    big = (f >= top) & (f < 2.0 ** 64)
+    out = np.where(big, np.where(big, f, 0.0).astype(np.uint64), i64.astype(np.uint64))
+    return np.where(f >= 2.0 ** 64, np.iinfo(np.uint64).max, out).astype(t)
 
 
 def to_value(x: Array, dtype: DType) -> Array:
@@ -306,8 +311,8 @@ CRender = Callable[[DType, Sequence[CArg]], str]
 def c_convert(expr: str, src: DType, dst: DType) -> str:
     """C text of the value of ``expr`` (a value of dtype ``src``) converted to ``dst`` by
     the rules of :func:`convert`, as a value of ``dst`` (``C_VALUES``): a float to an
-    integer type through the prelude's saturating ``stripe_cvt_<src>_<dst>`` (a plain C
-    cast is undefined out of range), to a 16-bit float through float32 and the prelude's
+    integer type through the prelude's ``stripe_cvt_<src>_<dst>`` (a plain C cast is
+    undefined out of range), to a 16-bit float through float32 and the prelude's
     ``stripe_round_<dst>`` (a float rounded to the 16-bit grid), anything else by a C
     cast."""
     src = src.compute

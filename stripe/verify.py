@@ -53,6 +53,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .affine import Affine
+from .dtypes import DType
 from .errors import VerifyError
 from .intrinsics import INTRINSICS_TABLE
 from .ir import (
@@ -293,7 +294,8 @@ def _constant_problems(s: Constant) -> Iterator[str]:
     value = s.value
     if not isinstance(value, (bool, int, float, np.generic)):
         yield f"constant '{s.name}' has the non-numeric value {str(value)[:40]!r}"
-    elif isinstance(value, int) and not isinstance(value, bool) and not fits_int(value):
+    elif isinstance(value, int) and not isinstance(value, bool) and not fits_int(value) \
+            and not (s.dtype is DType.UINT64 and 0 <= value < 2**64):
         yield f"constant '{s.name}' = {str(value)[:40]} does not fit in 64 bits"
 
 

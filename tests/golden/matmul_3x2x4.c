@@ -186,23 +186,23 @@ static inline float stripe_max_fp32(float a, float b) { const float m = b > a ? 
 static inline float stripe_min_fp32(float a, float b) { const float m = b < a ? b : a; return b != b ? b : m; }
 static inline double stripe_max_fp64(double a, double b) { const double m = b > a ? b : a; return b != b ? b : m; }
 static inline double stripe_min_fp64(double a, double b) { const double m = b < a ? b : a; return b != b ? b : m; }
-/* float -> integer: truncated, saturated, NaN -> 0 (docs/semantics.md) */
-static inline int8_t stripe_cvt_fp32_i8(float x) { return x != x ? (int8_t)0 : x < -0x1.0000000000000p+7f ? INT8_MIN : x >= 0x1.0000000000000p+7f ? INT8_MAX : (int8_t)x; }
-static inline int16_t stripe_cvt_fp32_i16(float x) { return x != x ? (int16_t)0 : x < -0x1.0000000000000p+15f ? INT16_MIN : x >= 0x1.0000000000000p+15f ? INT16_MAX : (int16_t)x; }
-static inline int32_t stripe_cvt_fp32_i32(float x) { return x != x ? (int32_t)0 : x < -0x1.0000000000000p+31f ? INT32_MIN : x >= 0x1.0000000000000p+31f ? INT32_MAX : (int32_t)x; }
-static inline int64_t stripe_cvt_fp32_i64(float x) { return x != x ? (int64_t)0 : x < -0x1.0000000000000p+63f ? INT64_MIN : x >= 0x1.0000000000000p+63f ? INT64_MAX : (int64_t)x; }
-static inline uint8_t stripe_cvt_fp32_u8(float x) { return x != x ? (uint8_t)0 : x < 0x0.0p+0f ? 0 : x >= 0x1.0000000000000p+8f ? UINT8_MAX : (uint8_t)x; }
-static inline uint16_t stripe_cvt_fp32_u16(float x) { return x != x ? (uint16_t)0 : x < 0x0.0p+0f ? 0 : x >= 0x1.0000000000000p+16f ? UINT16_MAX : (uint16_t)x; }
-static inline uint32_t stripe_cvt_fp32_u32(float x) { return x != x ? (uint32_t)0 : x < 0x0.0p+0f ? 0 : x >= 0x1.0000000000000p+32f ? UINT32_MAX : (uint32_t)x; }
-static inline uint64_t stripe_cvt_fp32_u64(float x) { return x != x ? (uint64_t)0 : x < 0x0.0p+0f ? 0 : x >= 0x1.0000000000000p+64f ? UINT64_MAX : (uint64_t)x; }
-static inline int8_t stripe_cvt_fp64_i8(double x) { return x != x ? (int8_t)0 : x < -0x1.0000000000000p+7 ? INT8_MIN : x >= 0x1.0000000000000p+7 ? INT8_MAX : (int8_t)x; }
-static inline int16_t stripe_cvt_fp64_i16(double x) { return x != x ? (int16_t)0 : x < -0x1.0000000000000p+15 ? INT16_MIN : x >= 0x1.0000000000000p+15 ? INT16_MAX : (int16_t)x; }
-static inline int32_t stripe_cvt_fp64_i32(double x) { return x != x ? (int32_t)0 : x < -0x1.0000000000000p+31 ? INT32_MIN : x >= 0x1.0000000000000p+31 ? INT32_MAX : (int32_t)x; }
-static inline int64_t stripe_cvt_fp64_i64(double x) { return x != x ? (int64_t)0 : x < -0x1.0000000000000p+63 ? INT64_MIN : x >= 0x1.0000000000000p+63 ? INT64_MAX : (int64_t)x; }
-static inline uint8_t stripe_cvt_fp64_u8(double x) { return x != x ? (uint8_t)0 : x < 0x0.0p+0 ? 0 : x >= 0x1.0000000000000p+8 ? UINT8_MAX : (uint8_t)x; }
-static inline uint16_t stripe_cvt_fp64_u16(double x) { return x != x ? (uint16_t)0 : x < 0x0.0p+0 ? 0 : x >= 0x1.0000000000000p+16 ? UINT16_MAX : (uint16_t)x; }
-static inline uint32_t stripe_cvt_fp64_u32(double x) { return x != x ? (uint32_t)0 : x < 0x0.0p+0 ? 0 : x >= 0x1.0000000000000p+32 ? UINT32_MAX : (uint32_t)x; }
-static inline uint64_t stripe_cvt_fp64_u64(double x) { return x != x ? (uint64_t)0 : x < 0x0.0p+0 ? 0 : x >= 0x1.0000000000000p+64 ? UINT64_MAX : (uint64_t)x; }
+/* float -> integer: truncated to int64 (saturated, NaN -> 0), wrapped (docs/semantics.md) */
+static inline int64_t stripe_cvt_fp32_i64(float x) { return x != x ? 0 : x < -0x1.0000000000000p+63f ? INT64_MIN : x >= 0x1.0000000000000p+63f ? INT64_MAX : (int64_t)x; }
+static inline int8_t stripe_cvt_fp32_i8(float x) { return (int8_t)(uint8_t)(uint64_t)stripe_cvt_fp32_i64(x); }
+static inline int16_t stripe_cvt_fp32_i16(float x) { return (int16_t)(uint16_t)(uint64_t)stripe_cvt_fp32_i64(x); }
+static inline int32_t stripe_cvt_fp32_i32(float x) { return (int32_t)(uint32_t)(uint64_t)stripe_cvt_fp32_i64(x); }
+static inline uint8_t stripe_cvt_fp32_u8(float x) { return (uint8_t)(uint8_t)(uint64_t)stripe_cvt_fp32_i64(x); }
+static inline uint16_t stripe_cvt_fp32_u16(float x) { return (uint16_t)(uint16_t)(uint64_t)stripe_cvt_fp32_i64(x); }
+static inline uint32_t stripe_cvt_fp32_u32(float x) { return (uint32_t)(uint32_t)(uint64_t)stripe_cvt_fp32_i64(x); }
+static inline uint64_t stripe_cvt_fp32_u64(float x) { return x != x ? 0 : x >= 0x1.0000000000000p+64f ? UINT64_MAX : x >= 0x1.0000000000000p+63f ? (uint64_t)x : (uint64_t)stripe_cvt_fp32_i64(x); }
+static inline int64_t stripe_cvt_fp64_i64(double x) { return x != x ? 0 : x < -0x1.0000000000000p+63 ? INT64_MIN : x >= 0x1.0000000000000p+63 ? INT64_MAX : (int64_t)x; }
+static inline int8_t stripe_cvt_fp64_i8(double x) { return (int8_t)(uint8_t)(uint64_t)stripe_cvt_fp64_i64(x); }
+static inline int16_t stripe_cvt_fp64_i16(double x) { return (int16_t)(uint16_t)(uint64_t)stripe_cvt_fp64_i64(x); }
+static inline int32_t stripe_cvt_fp64_i32(double x) { return (int32_t)(uint32_t)(uint64_t)stripe_cvt_fp64_i64(x); }
+static inline uint8_t stripe_cvt_fp64_u8(double x) { return (uint8_t)(uint8_t)(uint64_t)stripe_cvt_fp64_i64(x); }
+static inline uint16_t stripe_cvt_fp64_u16(double x) { return (uint16_t)(uint16_t)(uint64_t)stripe_cvt_fp64_i64(x); }
+static inline uint32_t stripe_cvt_fp64_u32(double x) { return (uint32_t)(uint32_t)(uint64_t)stripe_cvt_fp64_i64(x); }
+static inline uint64_t stripe_cvt_fp64_u64(double x) { return x != x ? 0 : x >= 0x1.0000000000000p+64 ? UINT64_MAX : x >= 0x1.0000000000000p+63 ? (uint64_t)x : (uint64_t)stripe_cvt_fp64_i64(x); }
 /* 16-bit floats (docs/dtypes.md): stored as their bits in a uint16_t, computed in float.
    stripe_st_* rounds a float to nearest, ties to even (overflow gives infinity, NaN stays a
    quiet NaN); stripe_ld_* is exact; stripe_round_* is a float rounded to the 16-bit grid.
