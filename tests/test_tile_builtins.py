@@ -282,6 +282,37 @@ def test_simple_reduce_with_named_sizes_decided_at_binding(random_array) -> None
     assert got.tolist() == [[3.0, 5.0, 7.0]]
 
 
+def test_simple_reduce_of_plaidmls_gradient_of_mean(random_array) -> None:
+    # the derivative PlaidML's op.gradients composes for a mean over axis 1 (a size given
+    # by the constant statement X_T0 = 1)
+    src = """function (XX[X_X_0, X_X_1, X_X_2]) -> (XY0) {
+        X_T0 = 1;
+        [[pid(Mean)]] X_T1[x0, sx1, x2 : X_X_0, X_T0, X_X_2] = +(XX[x0, x1, x2]);
+        [[pid(Mean)]] X_T2 = div(X_T1, X_X_1);
+        X_T3 = sub(XX, X_T2);
+        X_T14 = neg(X_T3);
+        X_T15 = simple_reduce(X_T14, X_X_0, X_T0, X_X_2);
+        XY0 = ident(X_T15);
+    }"""
+    x = random_array((2, 3, 5), "float32")
+    got = run(src, XX=x)["XY0"]
+    np.testing.assert_allclose(got, -(x - x.mean(1, keepdims=True)).sum(1, keepdims=True),
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("s", [1, 4])
+def test_simple_reduce_of_a_broadcast_with_a_size_known_at_binding(s: int, random_array) -> None:
+    # X's first size is N or K (equal): the sum keeps it for S == 4 and sums it for S == 1
+    src = """function (A[N, M], B[K, M], W[S]) -> (O) {
+        X = A + B;
+        O = simple_reduce(X, S, M);
+    }"""
+    a, b = random_array((4, 3), "float32"), random_array((4, 3), "float32")
+    got = run(src, A=a, B=b, W=np.zeros(s, np.float32))["O"]
+    want = (a + b).sum(0, keepdims=True) if s == 1 else a + b
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 # bind-time functions are the lowering's ---------------------------------------------------
 
 def test_bind_time_functions_pass_through() -> None:

@@ -27,7 +27,7 @@ builtin occurs. Unknown functions are left alone (the type checker reports them)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Union
 
@@ -228,6 +228,7 @@ class _Expander:
         self.counter = 0
         self.fresh: set[str] = set()
         self.shapes: dict[str, Sizes | None] = {}  # by tensor; None when the rank is unknown
+        self.consts: dict[str, int] = {}  # integer constant statements with a literal value
         self.dims: set[str] = set()
         self.params = list(fn.params)
         self.out: list[Stmt] = []
@@ -245,7 +246,7 @@ class _Expander:
                     self.params[k] = replace(p, dims=dims)
                 else:
                     dims = ()  # a rank-0 input keeps its declaration (it may be an integer)
-            self.shapes[p.name] = tuple(_one(_poly_expr(d)) for d in dims)
+            self.shapes[p.name] = tuple(self._one(_poly_expr(d)) for d in dims)
             self.dims.update(d.name for d in dims if isinstance(d, A.PolyName))
 
     # driver -----------------------------------------------------------------------------------
@@ -262,9 +263,19 @@ class _Expander:
         if isinstance(stmt, A.Contraction):
             sizes = stmt.sizes
             self.shapes[stmt.out.name] = (None if sizes is None else
-                                          tuple(_one(_poly_expr(p)) for p in sizes))
+                                          tuple(self._one(_poly_expr(p)) for p in sizes))
         else:
             self.shapes[stmt.name] = self._shape(stmt.expr)
+            value = _int_value(stmt.expr, self.consts)
+            if value is not None:
+                self.consts[stmt.name] = value
+
+    def _one(self, size: A.Expr) -> dict[str, A.Expr]:
+        """A dimension of one known size (the size 1, also through constant statements such
+        as ``X_T0 = 1;``, is the empty mapping)."""
+        if _int_value(size, self.consts) == 1:
+            return {}
+        return {_text(size): size}
 
     def _assign(self, stmt: A.Assign) -> None:
         root = stmt.expr
@@ -455,8 +466,9 @@ class _Expander:
         constraints: list[A.Constraint] = []
         for k, size in enumerate(targets):
             idx = A.PolyName(f"i{lead + k}", pos)
-            if isinstance(size, A.PolyNum):
-                out.append(A.PolyNum(0, pos) if size.value == 1 else idx)
+            value = _int_value(_poly_expr(size), self.consts)
+            if value is not None:  # an integer (literal or constant statement)
+                out.append(A.PolyNum(0, pos) if value == 1 else idx)
                 src.append(idx)
                 continue
             own = _size_poly(shape[lead + k])
@@ -521,7 +533,7 @@ class _Expander:
         if isinstance(node, A.Call):
             fn = node.fn
             if fn == "reshape":
-                return tuple(_one(a) for a in node.args[1:])
+                return tuple(self._one(a) for a in node.args[1:])
             if fn in _SPECIALS or fn == "index":
                 if any(x is None for x in shapes) or not shapes:
                     return None
@@ -591,13 +603,6 @@ def _calls(stmt: Stmt) -> set[str]:
     return names
 
 
-def _one(size: A.Expr) -> dict[str, A.Expr]:
-    """A dimension of one known size (the size 1 is the empty mapping)."""
-    if isinstance(size, A.Num) and size.value == 1:
-        return {}
-    return {_text(size): size}
-
-
 def _broadcast(shapes: Sequence[Sizes | None]) -> Sizes | None:
     if any(x is None for x in shapes):
         return None
@@ -623,12 +628,68 @@ def _size_value(sizes: dict[str, A.Expr], pos: A.Pos) -> A.Expr:
 
 
 def _size_poly(sizes: dict[str, A.Expr]) -> A.Poly | None:
-    """A dimension's size as a size expression, None when it has several possible sizes."""
-    if len(sizes) > 1:
-        return None
+    """A dimension's size as a size expression (several possible sizes, which broadcast,
+    give their max: the size, or 1 where the dimension is empty), None when a size is no size
+    expression."""
     if not sizes:
         return A.PolyNum(1, A.Pos(0, 0))
-    return _poly_of(next(iter(sizes.values())))
+    polys = [_poly_of(v) for v in sizes.values()]
+    if any(p is None for p in polys):
+        return None
+    result = polys[0]
+    for p in polys[1:]:
+        result = A.PolyCall("max", (result, p), p.pos)  # type: ignore[arg-type,union-attr]
+    return result
+
+
+def _int_value(root: A.Expr, consts: Mapping[str, int]) -> int | None:
+    """The value of an integer expression over literals and ``consts`` (C semantics for
+    ``/`` and ``%``), None when it depends on anything else."""
+    stack: list[tuple[A.Expr, bool]] = [(root, False)]
+    done: list[int] = []
+    while stack:
+        node, visited = stack.pop()
+        if isinstance(node, A.Num):
+            if not isinstance(node.value, int) or isinstance(node.value, bool):
+                return None
+            done.append(node.value)
+        elif isinstance(node, A.Name):
+            if node.name not in consts:
+                return None
+            done.append(consts[node.name])
+        elif isinstance(node, A.Unary) and node.op == "-":
+            if visited:
+                done.append(-done.pop())
+            else:
+                stack += [(node, True), (node.x, False)]
+        elif (isinstance(node, A.Binary) and node.op in _INT_OPS) or (
+                isinstance(node, A.Call) and node.fn in _INT_OPS and len(node.args) == 2):
+            if visited:
+                b, a = done.pop(), done.pop()
+                op = node.op if isinstance(node, A.Binary) else node.fn
+                if op in ("/", "%") and b == 0:
+                    return None
+                done.append(_INT_OPS[op](a, b))
+            else:
+                kids = _kids(node)
+                stack += [(node, True), (kids[1], False), (kids[0], False)]
+        else:
+            return None
+        if done and abs(done[-1]) >= 2**63:
+            return None
+    return done[0]
+
+
+def _c_div(a: int, b: int) -> int:
+    """Integer division truncating toward zero (C's)."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+_INT_OPS: dict[str, Callable[[int, int], int]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": _c_div, "%": lambda a, b: a - _c_div(a, b) * b, "max": max, "min": min,
+}
 
 
 def _output(stmt: Stmt) -> str:
