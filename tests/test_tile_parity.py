@@ -1,7 +1,8 @@
 """Tile constructs of PlaidML 0.7: indexes used only in the output, integer constant
 statements, max/min in sizes, rank-0 integer inputs bound at call time, == as a contraction's
-combination, statement attributes and the composed-program form. Each against numpy through
-the interpreter, and the programs through cpu_generic and the host's config."""
+combination, statement attributes, the composed-program form and fractional indexes. Each
+against numpy through the interpreter, and the programs through cpu_generic, the host's
+config (cpu_avx2) and npu_example."""
 
 from __future__ import annotations
 
@@ -191,13 +192,15 @@ def test_interpreted(case: Case):
 
 
 def _compiled_params() -> list[object]:
-    """Each case on one of cpu_generic and the host's config (alternating, so each config
-    gets half of the cases) in the default run; on both with ``--hypothesis-profile=long``."""
+    """Each case on one of cpu_generic, the host's config and npu_example (in turn, so each
+    config gets a third of the cases) in the default run; on all three with
+    ``--hypothesis-profile=long``."""
     everything = settings._current_profile == "long"
+    configs = ("cpu_generic", "cpu_avx2", "npu_example")
     out = []
     for k, case in enumerate(CASES):
-        for j, name in enumerate(("cpu_generic", "cpu_avx2")):
-            if not everything and j != k % 2:
+        for j, name in enumerate(configs):
+            if not everything and j != k % len(configs):
                 continue
             missing = missing_cpu_features(load_config(name).target.compiler_flags)
             marks = [pytest.mark.skip(reason=f"this CPU lacks {', '.join(missing)}")] \
