@@ -2,8 +2,9 @@
 
 Every index ranges exactly over the values for which every access stays in bounds
 (``0 <= access_d < size_d`` for each tensor dimension, the output's included) and every user
-constraint holds (``poly < bound`` means ``0 <= poly < bound``). Given the accesses and user
-constraints, :func:`infer_ranges` returns a :class:`Plan`:
+constraint holds (``poly < bound`` means ``0 <= poly < bound``); an index used only in the
+output is thus bounded by the output's sizes (and the constraints), as in PlaidML. Given the
+accesses and user constraints, :func:`infer_ranges` returns a :class:`Plan`:
 
 * each index's range from the isl set of all those constraints (``dim_bounds``); an index whose
   minimum ``lo`` is not 0 is shifted (``i`` is replaced by ``i + lo`` everywhere) so that it
