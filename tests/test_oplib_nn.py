@@ -1,7 +1,10 @@
 # ruff: noqa: E741  (tensor names follow Tile and PlaidML: I, ...)
-"""stripe.ops neural-network ops against numpy: every op on odd shapes in two dtypes through
-the interpreter; all of them in one function through cpu_generic, the host's CPU config and
-npu_example; the IR of a conv + bias + relu built with ops equals hand-written Tile's."""
+"""stripe.ops neural-network ops against numpy: every op on odd shapes in two or three dtypes
+through the interpreter; each case compiled by one of cpu_generic, the host's CPU config and
+npu_example (every case, dtype and config in the long profile) and the core ops by all three;
+drawn convolutions and pools; the PlaidML corpus's cases give PlaidML's outputs; the IR of a
+conv + bias + relu (and of a dense layer) built with ops equals hand-written Tile's;
+gradients; the typed errors."""
 
 from __future__ import annotations
 
