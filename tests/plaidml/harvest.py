@@ -288,6 +288,10 @@ def op_cases() -> list[Case]:
         ("conv_transpose1d", [In("I", (1, 5, 2)), In("K", (3, 3, 2))],
          lambda I, K: op.convolution_transpose(
              I, K, (1, 11, 3), (2,), AP.VALID, CF.CHANNELS_LAST, KF.CHANNELS_LAST)),
+        ("conv2d_winograd_same", [In("I", (1, 7, 9, 5)), In("K", (3, 3, 5, 6))],
+         lambda I, K: op.convolution(I, K, **NHWC, padding=AP.SAME_UPPER)),
+        ("conv2d_winograd_valid", [In("I", (2, 8, 7, 6)), In("K", (3, 3, 6, 5))],
+         lambda I, K: op.convolution(I, K, **NHWC, padding=AP.VALID)),
         ("slice_tensor_negative", x235,
          lambda X: op.slice_tensor(X, axes=[2], starts=[-4], ends=[-1])),
         ("cumulative_sum_3d", x235, lambda X: op.cumulative_sum(X, axis=2)),
@@ -710,6 +714,8 @@ def _composer_constants(run: Runner, names: list[str],
         return {}
     tensors: dict[int, np.ndarray] = {}
     for o in _graph_ops(list(outs.values())):
+        if isinstance(o, tile._NDArray):
+            tensors.setdefault(id(o), np.asarray(o._value))
         for v in o.inputs.values():
             if v.source is None and isinstance(v.var, plaidml.Tensor):
                 tensors.setdefault(id(v.var), run.read(v.var))
@@ -718,7 +724,8 @@ def _composer_constants(run: Runner, names: list[str],
                and np.array_equal(a, arrays[0]) for a in arrays)
     if len(arrays) != len(names) or not same:
         raise Skip(f"the composed function has inputs {names} (constant tensors the composer "
-                   f"binds itself), which do not map to the graph's {len(arrays)} tensors")
+                   f"binds itself); the graph has {len(arrays)} constant tensors, not all "
+                   f"equal, so which is which is unknown")
     return dict(zip(names, arrays))
 
 
