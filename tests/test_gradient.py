@@ -401,3 +401,63 @@ def test_max_of_a_selection(rng: np.random.Generator) -> None:
                        "C": rng.standard_normal((4, 5))}, rng)
     with pytest.raises(GradientError, match=r"'\*' aggregation of a combination '\?'"):
         gradient(src.replace(">(", "*("), wrt="C")
+
+
+@st.composite
+def contractions(draw):  # type: ignore[no-untyped-def]
+    """A contraction with any aggregation and combination (and sometimes a default), then an
+    elementwise epilogue; the arrays to run it on (float64; the `?` condition on int32 0/1)."""
+    from test_random_programs import _access, _single_index
+
+    outs = [f"o{d}" for d in range(draw(st.integers(1, 2)))]
+    agg = draw(st.sampled_from(["+", ">", "<", "*", "="]))
+    comb = draw(st.sampled_from([None, "*", "+", "?"]))
+    reds = [] if agg == "=" else [f"r{d}" for d in range(draw(st.integers(0, 2)))]
+    idxs = outs + reds
+    names = {None: ["A"], "*": ["A", "B"], "+": ["A", "B"], "?": ["P", "Q", "C"]}[comb]
+    accesses = [[_access(draw, idxs) for _ in range(draw(st.integers(1, 2)))] for _ in names]
+    alone = {_single_index(a) for acc in accesses for a in acc}
+    accesses[-1] += [i for i in idxs if i not in alone]
+    shapes = {n: tuple(draw(st.integers(1, 5)) for _ in acc) for n, acc in zip(names, accesses)}
+    terms = [f"{n}[{', '.join(acc)}]" for n, acc in zip(names, accesses)]
+    body = (f"{terms[0]} == {terms[1]} ? {terms[2]}" if comb == "?"
+            else f" {comb} ".join(terms) if comb else terms[0])
+    sizes = [draw(st.integers(1, 5)) for _ in outs]
+    out_access = ", ".join(outs)
+    if agg == "=":  # one write per element: the output access is the plain indexes
+        constraint = ""
+    else:
+        constraint = draw(st.sampled_from(["", f", {idxs[-1]} < 2"]))
+    default = draw(st.booleans()) and agg == "+"
+    decl = ", ".join(f"{n}[{', '.join(f'{n}{d}' for d in range(len(s)))}]"
+                     for n, s in shapes.items())
+    if default:
+        decl += f", D[{', '.join(f'DD{d}' for d in range(len(sizes)))}]"
+        shapes["D"] = tuple(sizes)
+    epilogue = draw(st.sampled_from(["O = T;", "O = tanh(T) * 2.0;"]))
+    source = (f"function ({decl}) -> (O) {{\n    T[{out_access} : {', '.join(map(str, sizes))}]"
+              f" = {agg}({body}){constraint}{' default D' if default else ''};\n"
+              f"    {epilogue}\n}}\n")
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    arrays = {n: (rng.integers(0, 2, s).astype(np.int32) if n in "PQ"
+                  else rng.standard_normal(s)) for n, s in shapes.items()}
+    return source, arrays, agg, comb
+
+
+@settings(max_examples=_EXAMPLES * 2, deadline=None, derandomize=_EXAMPLES == 10,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(case=contractions())
+def test_random_contraction_gradient(case) -> None:  # type: ignore[no-untyped-def]
+    source, arrays, agg, comb = case
+    rng = np.random.default_rng(0)
+    try:
+        out = stripe.interpret(stripe.lower(source, arrays), arrays)["O"]
+    except TileError:
+        assume(False)  # an index without a finite range: not a program
+    assume(np.all(np.isfinite(out)))
+    if agg == "*" and comb is not None:
+        with pytest.raises(GradientError, match="aggregation of a combination"):
+            gradient(source, inputs=arrays)
+        return
+    fd_check(source, arrays, rng)
