@@ -392,7 +392,9 @@ COMPILED = ["sum_keepdims", "mean", "variance", "argmax", "argmin", "min", "prod
             "pad_reflect", "pad_value", "pad_edge", "transpose", "broadcast_to",
             "tile_short_reps", "repeat", "one_hot_axis", "cumsum_exclusive_reverse",
             "cumprod_exclusive", "squeeze", "unsqueeze", "reshape",
-            "resize_0_nearest_half_pixel", "resize_4_bilinear_half_pixel"]
+            "resize_0_nearest_half_pixel", "resize_4_bilinear_half_pixel", "any", "logical",
+            "maximum", "stack", "flip", "getitem_tensor", "tile_zero", "concatenate_empty_part",
+            "resize_2_nearest_align_corners", "cast_bool", "all", "sum_bool"]
 
 
 CONFIGS = ("cpu_generic", "cpu_avx2", "npu_example")
