@@ -880,8 +880,18 @@ class _Builder:
                 name = sw.emit(sw.fresh(f"D{src.name}"), f"scatter({bar}, {clamped}, {src.name})")
                 sw.add_ct(src.name, name)
             return
+        idx, like = e.args[1], e.args[2]
+        assert isinstance(idx, A.Name) and isinstance(like, A.Name)
         if sw.deps.get(src.name):
-            raise _stmt_error(s, "no gradient for scatter (not supported)")
+            # scatter skips out-of-range rows: their elements get no cotangent
+            ishape, lshape = sw.shape(idx.name, s), sw.shape(like.name, s)
+            picked = sw.emit(sw.fresh(f"Picked{src.name}"), f"gather({bar}, {idx.name})")
+            inside = sw.emit(sw.fresh(f"Inside{idx.name}"),
+                             f"{idx.name} >= 0 && {idx.name} < {_paren(lshape[0])}")
+            if len(lshape) > 1:
+                inside = sw.emit(sw.fresh(f"Inside{idx.name}"), "reshape(" + ", ".join(
+                    [inside, *ishape, *(["1"] * (len(lshape) - 1))]) + ")")
+            sw.add_ct(src.name, sw.emit(sw.fresh(f"D{src.name}"), f"{inside} ? {picked} : 0"))
 
     def _partials(self, s: A.Assign, node: A.Expr, adj: str, vals: _Values
                   ) -> list[tuple[A.Expr, str | None]]:
