@@ -5,8 +5,10 @@ changes, so that one removal can expose the next):
 
 * **Constant folding**: an intrinsic whose inputs are all constants of the same block
   becomes a constant, for the operations whose result is exact and agrees with C
-  (``assign cast neg abs add sub mul min max cmp_* and or not bit_* floor ceil cond``;
-  never ``div``, ``mod``, ``pow``, shifts or transcendental functions). ``cond`` with a
+  (``assign cast neg abs add sub mul min max cmp_* and or not bit_* floor ceil round
+  cond``; never ``div``, ``mod``, ``pow``, shifts or transcendental functions), except an
+  intrinsic of a 16-bit float type other than ``cast``/``assign`` (its value is an
+  unrounded float32, a constant of the type is rounded: docs/dtypes.md). ``cond`` with a
   constant condition becomes ``assign`` of the chosen branch.
 * **Write-only buffers**: an allocation that nothing ever reads (no load, no special input,
   in the block or below through views) loses every store into it and every special whose
@@ -52,7 +54,7 @@ from stripe import poly, tags
 from stripe.affine import Affine
 from stripe.errors import InterpreterError
 from stripe.interp import apply_intrinsic
-from stripe.intrinsics import EXACT
+from stripe.intrinsics import EXACT, to_value
 from stripe.ir import (
     Block,
     Constant,
@@ -129,6 +131,8 @@ def _fold(s: Intrinsic, consts: dict[str, Constant]) -> Intrinsic | Constant:
         s = Intrinsic("assign", (taken,), s.outputs, s.dtype, s.tags)
     if not all(x in consts for x in s.inputs):
         return s
+    if s.dtype.is_half and s.name not in ("cast", "assign"):
+        return s  # its value is an unrounded float32, which a constant of its type is not
     args = [_value(consts[x]) for x in s.inputs]
     try:
         with np.errstate(all="ignore"):
@@ -140,7 +144,7 @@ def _fold(s: Intrinsic, consts: dict[str, Constant]) -> Intrinsic | Constant:
 
 def _value(c: Constant) -> np.ndarray:
     """The constant as the interpreter holds it: converted to its dtype, shape (1,)."""
-    return np.asarray([c.value]).astype(c.dtype.np)
+    return to_value(np.asarray([c.value]), c.dtype)
 
 
 # write-only buffers --------------------------------------------------------------------------
