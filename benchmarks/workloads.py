@@ -63,6 +63,21 @@ function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) {
     O[n, x, y, co : N, X, Y, CO] = +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]);
 }"""
 
+# Weight gradients, as stripe.gradient writes them (tests/test_benchmarks.py checks that the
+# text is still what it writes; it is kept literal here because the peers' venv has no
+# stripe): the derivative of the matmul with respect to B and of the 3x3 convolution with
+# respect to F, given the cotangent O_grad of the forward output. Each is one contraction,
+# which the CPU pipeline should run at the speed of its forward counterpart.
+MATMUL_WGRAD = """function (A[M, K], B[K, N], O_grad[M, N]) -> (B_grad) {
+    B_grad[k, n : K, N] = +(A[m, k] * O_grad[m, n]);
+}
+"""
+
+CONV3X3_WGRAD = """function (I[N, X, Y, CI], F[KX, KY, CI, CO], O_grad[N, X, Y, CO]) -> (F_grad) {
+    F_grad[i, j, ci, co : KX, KY, CI, CO] = +(I[n, x + i - 1, y + j - 1, ci] * O_grad[n, x, y, co]);
+}
+"""
+
 # ResNet-50 stem: the 224x224 image padded by 3 on every side is the 230x230 input, so the
 # 7x7 stride-2 convolution is a valid one: (230 - 7) / 2 + 1 = 112 outputs per axis.
 CONV_STEM = """
@@ -129,6 +144,19 @@ def np_conv3x3(I, F):  # type: ignore[no-untyped-def]
 
 def np_conv_stem(I, F):  # type: ignore[no-untyped-def]
     return _im2col_conv(I, F, 2, 0)
+
+
+def np_matmul_wgrad(A, B, O_grad):  # type: ignore[no-untyped-def]
+    return A.T @ O_grad
+
+
+def np_conv3x3_wgrad(I, F, O_grad):  # type: ignore[no-untyped-def]
+    kx, ky, ci, co = F.shape
+    padded = np.pad(I, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    win = np.lib.stride_tricks.sliding_window_view(padded, (kx, ky), axis=(1, 2))
+    n, x, y = win.shape[:3]                                # N, X, Y, CI, KX, KY
+    cols = win.transpose(0, 1, 2, 4, 5, 3).reshape(n * x * y, kx * ky * ci)
+    return (cols.T @ O_grad.reshape(n * x * y, co)).reshape(kx, ky, ci, co)
 
 
 def np_depthwise(I, F):  # type: ignore[no-untyped-def]
@@ -211,6 +239,15 @@ def all_workloads() -> list[Workload]:
                  {"I": (1, 112, 112, 32), "F": (3, 3, 32)}, np_depthwise,
                  2 * 112 * 112 * 32 * 9, "2*N*X*Y*C*KX*KY",
                  notes="MobileNet depthwise 3x3, pad 1"),
+        Workload("wgrad_matmul_1024", "gradient", MATMUL_WGRAD,
+                 {"A": (1024, 1024), "B": (1024, 1024), "O_grad": (1024, 1024)},
+                 np_matmul_wgrad, 2 * 1024 ** 3, "2*M*N*K", output="B_grad", slow=True,
+                 notes="dO/dB of matmul_1024 (B is an unused input)"),
+        Workload("wgrad_conv_56x56x64", "gradient", CONV3X3_WGRAD,
+                 {"I": (1, 56, 56, 64), "F": (3, 3, 64, 64), "O_grad": (1, 56, 56, 64)},
+                 np_conv3x3_wgrad, 2 * 56 * 56 * 64 * 9 * 64, "2*N*OX*OY*CO*KX*KY*CI",
+                 output="F_grad", slow=True,
+                 notes="dO/dF of conv_56x56x64 (F is an unused input)"),
         Workload("gemm_bias_relu_1024", "fused", GEMM_BIAS_RELU,
                  {"A": (1024, 1024), "B": (1024, 1024), "Bias": (1024,)}, np_gemm_bias_relu,
                  2 * 1024 ** 3 + 2 * 1024 ** 2, "2*M*N*K + 2*M*N", slow=True),

@@ -99,3 +99,22 @@ def test_cores_need_enough_timed_wall_time():
     assert bench._cores(0.05, 0.025) == 2.0
     assert bench._cores(0.0003, 0.0002) is None  # 16 calls of a 12 us program: too short
     assert bench._cores(float("nan"), 1.0) is None  # a peer that did not report its CPU time
+
+
+def test_the_gradient_workloads_are_what_stripe_gradient_writes():
+    import numpy as np
+
+    import stripe
+    from benchmarks import workloads as wl
+
+    assert stripe.gradient(wl.MATMUL, wrt=["B"], of="O") == wl.MATMUL_WGRAD
+    assert stripe.gradient(wl.CONV3X3, wrt=["F"], of="O") == wl.CONV3X3_WGRAD
+    rng = np.random.default_rng(0)  # and the numpy references agree with the interpreter
+    for src, shapes, ref, out in (
+            (wl.MATMUL_WGRAD, {"A": (5, 7), "B": (7, 3), "O_grad": (5, 3)},
+             wl.np_matmul_wgrad, "B_grad"),
+            (wl.CONV3X3_WGRAD, {"I": (2, 5, 6, 3), "F": (3, 3, 3, 4), "O_grad": (2, 5, 6, 4)},
+             wl.np_conv3x3_wgrad, "F_grad")):
+        x = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+        got = stripe.interpret(stripe.lower(src, x), x)[out]
+        np.testing.assert_allclose(got, ref(**x), rtol=1e-4, atol=1e-4)
