@@ -468,3 +468,16 @@ def test_scatter(rng: np.random.Generator) -> None:
                f"L[{', '.join(['R', 'M'][:len(l_shape)])}]) -> (O) {{ O = scatter(A, I, L); }}")
         fd_check(src, {"A": rng.standard_normal(a_shape), "I": np.array([0, 3, 3, -1, 7], np.int32),
                        "L": np.zeros(l_shape)}, rng)
+
+
+def test_second_order(rng: np.random.Generator) -> None:
+    """The gradient is Tile, so it has a gradient (a Hessian-vector product) once its outputs
+    are renamed; without renaming the names clash, a clear error."""
+    src = "function (A[N], B[N]) -> (O) { O = tanh(A * B) * exp(A); }"
+    g1 = gradient(src)
+    with pytest.raises(ArgumentError, match="already uses the name A_grad"):
+        gradient(g1)
+    renamed = g1.replace("A_grad", "GA").replace("B_grad", "GB")
+    arrays = {"A": rng.standard_normal(4), "B": rng.standard_normal(4),
+              "O_grad": rng.standard_normal(4)}
+    fd_check(renamed, arrays, rng)
