@@ -368,16 +368,21 @@ def _doc_model():
                  inits)
 
 
-def test_docs_example_is_what_load_prints(rng):
+def _doc_block(heading):
     from pathlib import Path
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "onnx.md").read_text()
-    rest = text[text.index("## An example"):]
+    rest = text[text.index(heading):]
     start = rest.index("```tile\n") + len("```tile\n")
-    shown = rest[start:rest.index("```", start)]
+    return rest[start:rest.index("```", start)]
+
+
+def test_docs_example_is_what_load_prints(rng):
     m = _doc_model()
     fn = stripe.onnx.load(m, shapes={"input.1": (1, 3, 32, 32)})
-    assert fn.source == shown
+    assert fn.source == _doc_block("## An example")
+    nhwc = stripe.onnx.load(m, shapes={"input.1": (1, 3, 32, 32)}, channels_last=True)
+    assert nhwc.source == _doc_block("## Layout")
     x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
     got = stripe.onnx.compile(fn, "cpu_generic").run({"input.1": x})["logits"]
     want = reference(m, {"input.1": x})["logits"]
