@@ -254,6 +254,10 @@ def test_weights_stay_out_of_the_c_source(rng):
     x = rng.standard_normal((2, 7)).astype(np.float32)
     np.testing.assert_allclose(prog.run({"x": x})["y"], x @ wt, rtol=1e-5)
     assert "W_wt" in prog.program.input_names
+    # stripe.compile of the function gives the same kind of program
+    prog2 = stripe.compile(fn, target="cpu_generic")
+    assert isinstance(prog2, stripe.onnx.OnnxProgram)
+    np.testing.assert_allclose(prog2.run({"x": x})["y"], x @ wt, rtol=1e-5)
 
 
 def test_shape_bindings(rng):
