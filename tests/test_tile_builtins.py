@@ -361,6 +361,11 @@ def test_shape_needs_a_rank() -> None:
     assert (e.value.line, e.value.column) == (1, 27)
 
 
+def test_shape_of_a_missing_input_is_the_binders_error() -> None:
+    with pytest.raises(TileError, match="input I is missing from inputs"):
+        lower(OP_SHAPE, {})
+
+
 def test_unknown_functions_keep_their_error() -> None:
     with pytest.raises(TileError, match="unknown function 'frobnicate'"):
         lower("function (I[N]) -> (O) { O = sigmoid(frobnicate(I)); }",

@@ -425,6 +425,7 @@ class _Expander:
         x = self._tensor(e, 0)
         shape = self._shape(x)
         if shape is None:
+            self._missing_input(x)
             raise TileError(f"shape: the rank of {x.name} is not known (declare its "
                             f"dimensions, as in {x.name}[N, M])", pos.line, pos.column)
         rank = len(shape)
@@ -454,6 +455,7 @@ class _Expander:
         shape = self._shape(x)
         targets = [self._size_arg(e, k) for k in range(1, len(e.args))]
         if shape is None:
+            self._missing_input(x)
             raise TileError(f"simple_reduce: the rank of {x.name} is not known (declare its "
                             "dimensions)", pos.line, pos.column)
         rank = len(shape)
@@ -492,6 +494,15 @@ class _Expander:
         self._emit(_contraction(name, tuple(out), tuple(targets), "+",
                                 A.TensorRef(x.name, tuple(src), pos), pos, tuple(constraints)))
         return A.Name(name, pos)
+
+    def _missing_input(self, x: A.Name) -> None:
+        """The binder's error for an input missing from ``inputs`` (its rank is unknown
+        because no array was given)."""
+        if isinstance(self.inputs, Mapping) and x.name not in self.inputs:
+            for p in self.fn.params:
+                if p.name == x.name:
+                    raise TileError(f"input {p.name} is missing from inputs", p.pos.line,
+                                    p.pos.column)
 
     # names, ranks, sizes ----------------------------------------------------------------------
     def _fresh(self, base: str) -> str:
