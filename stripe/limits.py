@@ -182,9 +182,8 @@ def _block_int_problem(b: Block) -> str | None:
                    "size does not fit in 64 bits"
     for s in b.stmts:
         value = getattr(s, "value", None)
-        unsigned64 = getattr(s, "dtype", None) is DType.UINT64 and 0 <= value < 2**64  # type: ignore[operator]
         if isinstance(value, int) and not isinstance(value, bool) and _wide([value]) \
-                and not unsigned64:
+                and not (getattr(s, "dtype", None) is DType.UINT64 and 0 <= value < 2**64):
             return f"constant '{s.name}' = {str(value)[:40]} does not fit in 64 bits"  # type: ignore[attr-defined]
         affine = getattr(s, "from_", None)
         if hasattr(affine, "terms") and _wide(_affine_ints(affine)):
