@@ -724,7 +724,8 @@ class _Builder:
             count = sw.fresh(f"Ties{c.out.name}")
             sw.emit(count, f"{_out_head(count, c.out, sw.shapes[c.out.name])} = "
                            f"+({_ref(r)} == {_ref(c.out)} ? "
-                           f"{_ref(r, sw.ones_like(r.name, c))}){cons}", contraction=True)
+                           f"{_ref(c.out, sw.ones_like(c.out.name, c))}){cons}",
+                    contraction=True)
             share = sw.emit(sw.fresh(f"Share{c.out.name}"), f"{bar} / {count}")
             self._operand(c, r, f"{_ref(r)} == {_ref(c.out)} ? {_ref(c.out, share)}", cons)
             return
@@ -788,15 +789,11 @@ class _Builder:
         points = sw.fresh(f"Points{c.out.name}")
         sw.emit(points, f"{_contraction_head(points, order, shape_v)} = =({comb}){cons} "
                         f"default {fill}", contraction=True)
-        ones = sw.fresh(f"Ones{points}")
-        if sw.one_scalar is None:
-            sw.one_scalar = sw.emit(sw.fresh("One"), "1.0")
-        sw.emit(ones, f"{_contraction_head(ones, box, shape_v)} = =({sw.one_scalar}[])",
-                contraction=True)
+        ones = _ref(c.out, sw.ones_like(c.out.name, c))
         count = sw.fresh(f"Ties{c.out.name}")
         shape_o = sw.shapes[c.out.name]
         sw.emit(count, f"{_out_head(count, c.out, shape_o)} = +({points}{at} == "
-                       f"{_ref(c.out)} ? {ones}{at}){cons}", contraction=True)
+                       f"{_ref(c.out)} ? {ones}){cons}", contraction=True)
         share = sw.emit(sw.fresh(f"Share{c.out.name}"), f"{bar} / {count}")
         routed = sw.fresh(f"Routed{c.out.name}")
         sw.emit(routed, f"{_contraction_head(routed, order, shape_v)} = +({points}{at} == "
