@@ -37,7 +37,7 @@ def reference(m, feeds):
     return dict(zip(names, sess.run(None, feeds)))
 
 
-def check(m, feeds, shapes=None, configs=CONFIGS, tol=1e-4, channels_last=False):
+def check(m, feeds, shapes=None, configs=CONFIGS, tol=1e-4, channels_last=True):
     """Import ``m``, compile it for each config, compare every output with ORT (relative to
     the output's scale)."""
     fn = stripe.onnx.load(m, shapes=shapes, channels_last=channels_last)
@@ -385,8 +385,8 @@ def test_docs_example_is_what_load_prints(rng):
     m = _doc_model()
     fn = stripe.onnx.load(m, shapes={"input.1": (1, 3, 32, 32)})
     assert fn.source == _doc_block("## An example")
-    nhwc = stripe.onnx.load(m, shapes={"input.1": (1, 3, 32, 32)}, channels_last=True)
-    assert nhwc.source == _doc_block("## Layout")
+    nchw = stripe.onnx.load(m, shapes={"input.1": (1, 3, 32, 32)}, channels_last=False)
+    assert nchw.source == _doc_block("## Layout")
     x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
     got = stripe.onnx.compile(fn, "cpu_generic").run({"input.1": x})["logits"]
     want = reference(m, {"input.1": x})["logits"]

@@ -8,7 +8,7 @@ output ``logits``.
 
     python examples/models/resnet.py --depth 18 -o resnet18.onnx
     python examples/models/resnet.py --depth 18 --check cpu_avx2   # compare with ORT
-    python examples/models/resnet.py --depth 18 --check cpu_avx2 --channels-last
+    python examples/models/resnet.py --depth 18 --check cpu_avx2 --nchw  # NCHW inside
 """
 
 from __future__ import annotations
@@ -118,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", metavar="TARGET",
                     help="import, compile for TARGET and compare with ONNX Runtime")
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--channels-last", action="store_true",
-                    help="import with channels_last=True (NHWC inside)")
+    ap.add_argument("--nchw", action="store_true",
+                    help="import with channels_last=False (the model's NCHW inside)")
     args = ap.parse_args(argv)
     model = build(args.depth, args.seed)
     if args.output:
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             np.float32)
         t0 = time.perf_counter()
         fn = stripe.onnx.load(model, shapes={"input": x.shape},
-                              channels_last=args.channels_last)
+                              channels_last=not args.nchw)
         prog = stripe.onnx.compile(fn, args.check)
         t1 = time.perf_counter()
         got = prog.run({"input": x})["logits"]

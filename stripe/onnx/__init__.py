@@ -24,7 +24,7 @@ __all__ = ["NeedsConstant", "OnnxFunction", "OnnxImportError", "OnnxProgram", "c
 
 def load(model: object, shapes: Mapping[str, Sequence[int]] | None = None, *,
          constants: Mapping[str, object] | None = None,
-         fold_batchnorm: bool = True, channels_last: bool = False) -> OnnxFunction:
+         fold_batchnorm: bool = True, channels_last: bool = True) -> OnnxFunction:
     """Import an ONNX model (a path or an ``onnx.ModelProto``) as an :class:`OnnxFunction`.
 
     ``shapes`` maps graph input names to shapes: required for every input with a symbolic
@@ -33,10 +33,11 @@ def load(model: object, shapes: Mapping[str, Sequence[int]] | None = None, *,
     where an operator needs a constant, such as a ``Reshape`` shape or ``Slice`` bounds)
     and are no longer inputs of the function. ``fold_batchnorm`` merges each inference
     BatchNormalization that alone consumes a Conv with constant weights into that Conv's
-    kernel and bias. ``channels_last`` computes 2-D convolutions, pools, batch
-    normalisations and the elementwise operators between them in NHWC (kernels transposed
-    to HWIO at import), with a transpose where a value meets an operator that needs ONNX's
-    order; inputs and outputs keep the model's layout.
+    kernel and bias. ``channels_last`` (the default) computes 2-D convolutions, pools,
+    batch normalisations and the elementwise operators between them in NHWC (kernels
+    transposed to HWIO at import), with a transpose where a value meets an operator that
+    needs ONNX's order; ``False`` keeps the model's NCHW throughout. Inputs and outputs keep
+    the model's layout either way.
 
     Raises :class:`OnnxImportError` (a StripeError and ValueError) for an unsupported
     operator or attribute (naming the node and op type), a missing shape binding (naming

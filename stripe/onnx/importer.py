@@ -203,7 +203,7 @@ def opset_of(model: object) -> int:
 
 def import_model(model: object, shapes: Mapping[str, Sequence[int]] | None = None, *,
                  constants: Mapping[str, object] | None = None,
-                 fold_batchnorm: bool = True, channels_last: bool = False) -> OnnxFunction:
+                 fold_batchnorm: bool = True, channels_last: bool = True) -> OnnxFunction:
     """See :func:`stripe.onnx.load`."""
     from . import operators
 
