@@ -481,3 +481,7 @@ def test_second_order(rng: np.random.Generator) -> None:
     arrays = {"A": rng.standard_normal(4), "B": rng.standard_normal(4),
               "O_grad": rng.standard_normal(4)}
     fd_check(renamed, arrays, rng)
+
+
+def test_exported_from_stripe() -> None:
+    assert stripe.gradient is gradient and stripe.GradientError is GradientError
