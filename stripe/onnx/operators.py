@@ -373,17 +373,15 @@ def _hard_swish(node: Node) -> object:
 @handler("Clip")
 def _clip(node: Node) -> object:
     v = node.raw(0)
-    if isinstance(v, Permuted) and all(
-            not node.has(k) or (isinstance(node.raw(k), np.ndarray) and
-                                np.size(node.raw(k)) == 1) for k in (1, 2)):
-        # scalar bounds: computed in the layout the input is held in
-        node.graph.values["\0clip"] = v.tensor
-        inner = Node(node.proto, node.graph)
-        inner.input_names = ["\0clip", *node.input_names[1:]]
-        y = _clip(inner)
-        del node.graph.values["\0clip"]
-        return Permuted(y, v.perm)  # type: ignore[arg-type]
-    x = node.tensor(0)
+    scalar = all(not node.has(k) or (isinstance(node.raw(k), np.ndarray) and
+                                     np.size(node.raw(k)) == 1) for k in (1, 2))
+    if isinstance(v, Permuted) and (scalar or node.graph.opset < 11):
+        # constant scalar bounds: computed in the layout the input is held in
+        return Permuted(_clip_tensor(node, v.tensor), v.perm)
+    return _clip_tensor(node, node.tensor(0))
+
+
+def _clip_tensor(node: Node, x: ops.Tensor) -> ops.Tensor:
     bounds: list[object] = []
     for k, name in ((1, "min"), (2, "max")):
         if node.graph.opset < 11:
