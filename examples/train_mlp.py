@@ -16,7 +16,6 @@ import argparse
 import numpy as np
 
 import stripe
-from stripe.gradient import gradient
 
 NETWORK = """
 function (X[N, D], Y[N, C], W1[D, H], B1[H], W2[H, C], B2[C]) -> (Loss) {
@@ -57,7 +56,7 @@ def train(steps: int = 300, lr: float = 0.5, seed: int = 0, hidden: int = 16,
     params = init_params(hidden, seed)
     arrays = {"X": x, "Y": y, **params}
     forward = stripe.compile(NETWORK, arrays, target=target)
-    grad_source = gradient(NETWORK, wrt=list(PARAMS), of="Loss", inputs=arrays)
+    grad_source = stripe.gradient(NETWORK, wrt=list(PARAMS), of="Loss", inputs=arrays)
     one = np.ones((), np.float32)
     backward = stripe.compile(grad_source, {**arrays, "Loss_grad": one}, target=target)
     losses: list[float] = []
@@ -89,7 +88,7 @@ def main() -> None:
                     help="print the gradient's Tile source and exit")
     args = ap.parse_args()
     if args.print_gradient:
-        print(gradient(NETWORK, wrt=list(PARAMS), of="Loss"))
+        print(stripe.gradient(NETWORK, wrt=list(PARAMS), of="Loss"))
         return
     losses = train(args.steps, args.lr, target=args.target, log_every=50)
     print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f}")
