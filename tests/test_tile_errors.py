@@ -102,7 +102,8 @@ CASES = [
      "unbound dimension N (dimensions are named in the input declarations, e.g. I[N, M])",
      1, 29),
     ("function (A[N, M]) -> (C) { C[i, k : N, exp(2)] = +(A[i, j]); }", {"A": M34}, TileError,
-     "function exp is not supported in a size or index expression (only max, min)", 1, 41),
+     "function exp is not supported in a size or index expression (only add, broadcast, "
+     "ceil, div, floor, ident, match, max, min, mod, mul, neg, sub)", 1, 41),
     ("function (A[N, M]) -> (C) { C[i : N] = +(A[i, max(j, 1)]); }", {"A": M34}, TileError,
      "index expression is not affine: max of an index (only sizes may be arguments)", 1, 47),
     ("function (A[N, M], D) -> (C) { C[i : D] = +(A[i, j]); }",

@@ -632,3 +632,21 @@ def test_lowering_is_deterministic_and_round_trips(case: Case):
     first = stripe.print_ir(stripe.lower(case.source, case.inputs))
     assert stripe.print_ir(stripe.lower(case.source, case.inputs)) == first
     assert stripe.print_ir(stripe.parse_ir(first)) == first
+
+
+def test_size_functions():
+    src = """function (I[N], J[M]) -> (O) {
+        O[i, j, k : add(mul(N, 2), neg(1)), div(M, 2) + mod(M, 4) + ceil(floor(ident(M))),
+                    broadcast(N, 1) + match(M, 7) + min(N, M) + sub(M, N)] = =(I[i]);
+    }"""
+    prog = stripe.lower(src, {"I": ((5,), "float32"), "J": ((7,), "float32")})
+    assert prog.ref("O").shape.sizes == (9, 3 + 3 + 7, 5 + 7 + 5 + 2)
+    with pytest.raises(ShapeError, match="match: sizes 7 and 6 differ"):
+        stripe.lower("function (I[N]) -> (O) { O[i : match(N, 6)] = =(I[i]); }",
+                     {"I": ((7,), "float32")})
+    with pytest.raises(ShapeError, match="division by zero in mod"):
+        stripe.lower("function (I[N]) -> (O) { O[i : mod(N, 0)] = =(I[i]); }",
+                     {"I": ((7,), "float32")})
+    with pytest.raises(TileError, match="neg takes 1 argument, got 2"):
+        stripe.lower("function (I[N]) -> (O) { O[i : neg(N, 0)] = =(I[i]); }",
+                     {"I": ((7,), "float32")})

@@ -250,21 +250,54 @@ def _fold_poly(root: A.Poly, leaf: Callable[[A.PolyNum | A.PolyName], T],
     return result
 
 
-SIZE_FNS = {"max": max, "min": min}
-"""The functions of size expressions: PlaidML's ``max`` (of its bind-time constant folding)
-and ``min``, each of two arguments."""
+def _broadcast_sizes(p: A.PolyCall, a: int, b: int) -> int:
+    if a != b and 1 not in (a, b):
+        raise ShapeError(f"broadcast: sizes {a} and {b} do not broadcast", p.pos.line,
+                         p.pos.column)
+    return b if a == 1 else a
+
+
+def _match_sizes(p: A.PolyCall, a: int, b: int) -> int:
+    if a != b:
+        raise ShapeError(f"match: sizes {a} and {b} differ", p.pos.line, p.pos.column)
+    return a
+
+
+def _divide(p: A.PolyCall, a: int, b: int, mod: bool) -> int:
+    if b == 0:
+        raise ShapeError(f"division by zero in {p.fn}", p.pos.line, p.pos.column)
+    return a - b * c_div(a, b) if mod else c_div(a, b)
+
+
+SIZE_FNS: dict[str, tuple[int, Callable[..., int]]] = {
+    "max": (2, lambda p, a, b: max(a, b)), "min": (2, lambda p, a, b: min(a, b)),
+    "floor": (1, lambda p, a: a), "ceil": (1, lambda p, a: a), "ident": (1, lambda p, a: a),
+    "neg": (1, lambda p, a: -a), "add": (2, lambda p, a, b: a + b),
+    "sub": (2, lambda p, a, b: a - b), "mul": (2, lambda p, a, b: a * b),
+    "div": (2, lambda p, a, b: _divide(p, a, b, False)),
+    "mod": (2, lambda p, a, b: _divide(p, a, b, True)),
+    "broadcast": (2, _broadcast_sizes), "match": (2, _match_sizes),
+}
+"""The functions of size expressions (arity, function of the call and its integer
+arguments): PlaidML's bind-time integer functions (``max``, ``floor``, ``ceil``, ``ident``,
+the operators' call forms, ``broadcast``, ``match``; ``div`` truncates and ``mod`` takes the
+dividend's sign, as C) and ``min``."""
 
 
 def _size_fn(p: A.PolyCall, args: Sequence[int]) -> int:
-    fn = SIZE_FNS.get(p.fn)
-    if fn is None:
-        names = ", ".join(sorted(SIZE_FNS))
+    entry = SIZE_FNS.get(p.fn)
+    if entry is None:
         raise TileError(f"function {p.fn} is not supported in a size or index expression "
-                        f"(only {names})", p.pos.line, p.pos.column)
-    if len(args) != 2:
-        raise TileError(f"{p.fn} takes 2 arguments, got {len(args)}", p.pos.line,
+                        f"(only {', '.join(sorted(SIZE_FNS))})", p.pos.line, p.pos.column)
+    arity, fn = entry
+    if len(args) != arity:
+        plural = "argument" if arity == 1 else "arguments"
+        raise TileError(f"{p.fn} takes {arity} {plural}, got {len(args)}", p.pos.line,
                         p.pos.column)
-    return fn(args[0], args[1])
+    value = fn(p, *args)
+    if not fits_int(value):
+        raise TileLimitError(f"{p.fn} overflows 64-bit integers", p.pos.line, p.pos.column)
+    return value
 
 
 def _checked(value: int, pos: A.Pos, what: str) -> int:
