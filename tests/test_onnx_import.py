@@ -391,3 +391,29 @@ def test_docs_example_is_what_load_prints(rng):
     got = stripe.onnx.compile(fn, "cpu_generic").run({"input.1": x})["logits"]
     want = reference(m, {"input.1": x})["logits"]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
+
+
+def test_resnet18_imports():
+    """examples/models/resnet.py builds a valid ResNet-18 that imports whole: every batch
+    norm folded, NHWC from the first convolution to the global pool (compiling and running
+    it against ONNX Runtime is the script's --check)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "models" / "resnet.py"
+    spec = importlib.util.spec_from_file_location("resnet_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    m = mod.build(18, seed=0)
+    fn = stripe.onnx.load(m, shapes={"input": (1, 3, 224, 224)})
+    assert fn.output_shapes == {"logits": ((1, 1000), "float32")}
+    convs = sum(n.op_type == "Conv" for n in m.graph.node)
+    assert convs == 20
+    assert fn.source.count("= +(") == convs + 2  # the convs, the global pool, the fc
+    assert fn.source.count("= =(") == 2  # the input's transpose and the one before Flatten
+    # the weights: every kernel and the fc, plus one bias per conv channel (the folded batch
+    # norms' four vectors each are gone)
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    kernels = sum(a.size for k, a in inits.items() if "_bn." not in k)
+    channels = sum(a.size for k, a in inits.items() if k.endswith("_bn.bias"))
+    assert sum(a.size for a in fn.weights.values()) == kernels + channels
