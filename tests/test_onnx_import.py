@@ -417,3 +417,23 @@ def test_resnet18_imports():
     kernels = sum(a.size for k, a in inits.items() if "_bn." not in k)
     channels = sum(a.size for k, a in inits.items() if k.endswith("_bn.bias"))
     assert sum(a.size for a in fn.weights.values()) == kernels + channels
+
+
+def test_mobilenetv2_imports():
+    """examples/models/mobilenet.py: depthwise convolutions, ReLU6 as Clip and residual
+    adds import whole, NHWC from the first convolution to the global pool."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "models" / "mobilenet.py"
+    spec = importlib.util.spec_from_file_location("mobilenet_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    m = mod.build(seed=0)
+    fn = stripe.onnx.load(m, shapes={"input": (1, 3, 224, 224)})
+    assert fn.output_shapes == {"logits": ((1, 1000), "float32")}
+    convs = sum(n.op_type == "Conv" for n in m.graph.node)
+    assert convs == 52
+    assert fn.source.count("= +(") == convs + 2
+    assert fn.source.count("= =(") == 2
+    assert len(fn.weights) == 2 * convs + 2  # kernel and folded bias per conv, the fc's two
