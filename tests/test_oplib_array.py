@@ -178,6 +178,12 @@ CASES = [
     # elementwise
     Case("cast_f2i", ((3, 5),), lambda x: ops.cast(x, "int8"), lambda x: x.astype(np.int8),
          ("float32", "float64"), ranges={0: (-100, 100)}),
+    Case("cast_f2i_wraps", ((9,),), lambda x: ops.cast(x, "int8"),
+         lambda x: np.trunc(x).astype(np.int64).astype(np.int8), ("float32", "float64"),
+         ranges={0: (-1000, 1000)}),
+    Case("cast_f2u_wraps", ((9,),), lambda x: ops.cast(x, "uint16"),
+         lambda x: np.trunc(x).astype(np.int64).astype(np.uint16), ("float32", "float64"),
+         ranges={0: (-1e5, 1e5)}),
     Case("cast_i2f", ((3, 5),), lambda x: ops.cast(x, np.float64),
          lambda x: x.astype(np.float64), ("int32", "uint8")),
     Case("cast_wrap", ((7,),), lambda x: ops.cast(x, "uint8"), lambda x: x.astype(np.uint8),

@@ -508,9 +508,10 @@ def _cast_text(dtype: str, inner: str) -> str:
 
 def cast(x: Tensor, dtype: str) -> Tensor:
     """``x`` converted to ``dtype`` (any dtype the front end accepts: a name such as
-    ``'int8'``, a numpy dtype or type). float -> integer truncates toward zero and saturates
-    (NaN gives 0), integer -> narrower integer wraps, anything -> bool is ``x != 0``
-    (docs/semantics.md). The same dtype returns ``x``. ::
+    ``'int8'``, a numpy dtype or type). float -> integer truncates toward zero to int64
+    (NaN gives 0), then wraps to the type (PlaidML's rule: int8 of 458.1 is -54), integer
+    -> narrower integer wraps, anything -> bool is ``x != 0`` (docs/semantics.md). The same
+    dtype returns ``x``. ::
 
         O = as_float(X, 32);    // as_int(X, 8), as_uint(X, 8), as_bool(X), ...
     """
