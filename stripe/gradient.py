@@ -9,12 +9,17 @@ the usual reverse sweep, one or a few Tile statements per forward statement:
 
 * ``+``/``=`` contractions: one contraction per operand over the same index space and
   constraints, writing into the operand's shape (so padding, strides, constants and repeated
-  indexes in accesses are handled by Tile's own rules);
-* ``>``/``<`` contractions of one operand: the cotangent goes to the elements equal to the
-  (recomputed) result, split evenly between ties;
+  indexes in accesses are handled by Tile's own rules); a ``default`` D gets the cotangent
+  (with ``=``, where no point writes);
+* ``>``/``<`` contractions: the cotangent goes to the points equal to the (recomputed) result,
+  split evenly between ties; of a combination, through a tensor of every point's value;
 * ``*`` contractions of one operand: the product of the other factors, exact with zeros;
 * elementwise statements: the chain rule over the expression, broadcasting undone by a ``+``
-  contraction onto the operand's shape.
+  contraction onto the operand's shape; ``reshape``, ``gather`` and ``scatter``.
+
+Comparisons, integer conversions and ``floor``/``ceil``/``round`` pass no cotangent; an input
+that a differentiated output depends on only through them is a :class:`GradientError` at the
+statement that cuts the path, never a silent zero.
 
 Sizes stay symbolic (dimension names, size expressions), so the result works for every input
 shape the forward function accepts. Element types are known only when ``inputs`` is given: then
