@@ -437,3 +437,20 @@ def test_mobilenetv2_imports():
     assert fn.source.count("= +(") == convs + 2
     assert fn.source.count("= =(") == 2
     assert len(fn.weights) == 2 * convs + 2  # kernel and folded bias per conv, the fc's two
+
+
+def test_bert_layer_small(rng):
+    """examples/models/bert.py's encoder layer (smaller sizes, symbolic batch and sequence
+    bound by shapes) against ONNX Runtime."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "models" / "bert.py"
+    spec = importlib.util.spec_from_file_location("bert_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    m = mod.build(hidden=24, heads=3, ffn=40, seed=1)
+    feeds = {"hidden_states": rng.standard_normal((2, 7, 24)).astype(np.float32),
+             "attention_mask": np.where(rng.random((2, 1, 1, 7)) < 0.2, -10000.0,
+                                        0.0).astype(np.float32)}
+    check(m, feeds, shapes={k: v.shape for k, v in feeds.items()}, configs=("cpu_generic",))
