@@ -373,9 +373,10 @@ def gradient(source: object, wrt: str | Sequence[str] | None = None,
 
     ``source``: Tile text, or an object with ``tile_source``/``tile_inputs`` (stripe.ops).
     ``wrt``: an input name or a list of them (default: every input, or every floating-point
-    input when element types are known). ``of``: an output name or a list (default: every
-    output). ``inputs``: optional mapping as for ``stripe.lower``; with it, element types are
-    checked and the result is checked to lower.
+    input when element types are known, leaving out those that the outputs depend on only
+    through comparisons, integer conversions or ``floor``-like functions). ``of``: an output
+    name or a list (default: every output). ``inputs``: optional mapping as for
+    ``stripe.lower``; with it, element types are checked and the result is checked to lower.
 
     Raises :class:`ArgumentTypeError`/:class:`ArgumentError` naming a bad argument, the front
     end's errors for bad Tile, and :class:`GradientError` (a TileError) at the statement where
@@ -407,7 +408,7 @@ def gradient(source: object, wrt: str | Sequence[str] | None = None,
                 raise ArgumentError(f"of: output {o} is {dtypes[o]}: only floating-point "
                                     "outputs can be differentiated")
     args = (fn, text, params, outputs, wrt_list, of_list, inputs)
-    result = _Builder(*args, {}).run()
+    result = _Builder(*args, {}, wrt is None).run()
     if inputs is None:
         return result
     # lower the result once: it must lower, and each A_grad must have A's element type
@@ -416,9 +417,10 @@ def gradient(source: object, wrt: str | Sequence[str] | None = None,
     for o in of_list:
         specs[f"{o}_grad"] = (shapes[o], dtypes[o])
     got = {r.into: r.dtype.long_name for r in lower(result, specs).refs}
-    casts = {a: dtypes[a] for a in wrt_list if got[f"{a}_grad"] != dtypes[a]}
+    casts = {a: dtypes[a] for a in wrt_list
+             if f"{a}_grad" in got and got[f"{a}_grad"] != dtypes[a]}
     if casts:
-        result = _Builder(*args, casts).run()
+        result = _Builder(*args, casts, wrt is None).run()
     return result
 
 
@@ -478,7 +480,7 @@ def _function_text(fn: A.Function) -> str:
 class _Builder:
     def __init__(self, fn: A.Function, text: str, params: list[str], outputs: list[str],
                  wrt: list[str], of: list[str], inputs: Mapping[str, object] | None,
-                 casts: Mapping[str, str]) -> None:
+                 casts: Mapping[str, str], optional: bool = False) -> None:
         self.fn = fn
         self.params = params
         self.outputs = outputs
@@ -486,6 +488,7 @@ class _Builder:
         self.of = of
         self.inputs = inputs
         self.casts = casts
+        self.optional = optional
         taken = set(_NAME.findall(text)) | set(_NAME.findall(_function_text(fn)))
         for name in [f"{x}_grad" for x in (*wrt, *of)]:
             if name in taken:
@@ -571,6 +574,12 @@ class _Builder:
                 self._contraction(s, bar)
             else:
                 self._assign(s, bar)
+        if self.optional:
+            # a default wrt leaves out the inputs with only cut paths (integer inputs,
+            # conditions), unless that leaves nothing: then the first one's error stands
+            kept = [a for a in self.wrt if sw.cts.get(a) or not any(
+                a in sw.deps[o] for o in active_of) or not any(a in d for d, _, _ in sw.cuts)]
+            self.wrt = kept or self.wrt
         finals: list[_Emitted] = []
         for a in self.wrt:
             final = self._final(a, active_of)

@@ -485,3 +485,15 @@ def test_second_order(rng: np.random.Generator) -> None:
 
 def test_exported_from_stripe() -> None:
     assert stripe.gradient is gradient and stripe.GradientError is GradientError
+
+
+def test_default_wrt_leaves_out_inputs_without_a_gradient_path() -> None:
+    """Without `inputs`, element types are unknown: the default wrt leaves out the inputs the
+    outputs depend on only through conditions or integer operations; asked for, they are an
+    error; if nothing is left, the error stands."""
+    src = OPS_BY_NAME["cond_contraction"].source
+    assert "-> (C_grad)" in gradient(src)
+    with pytest.raises(GradientError, match="only through the condition of '\\?'"):
+        gradient(src, wrt=["A", "C"])
+    with pytest.raises(GradientError, match="floor"):
+        gradient("function (A[N]) -> (O) { O = floor(A); }")
