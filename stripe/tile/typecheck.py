@@ -34,7 +34,7 @@ import numpy as np
 from ..dtypes import DType
 from ..dtypes import promote as _promote
 from ..errors import ShapeError, TileError, TypeError_
-from ..intrinsics import INTRINSICS_TABLE, _round_half_away
+from ..intrinsics import INTRINSICS_TABLE, _round_half_away, convert
 from ..limits import TileLimitError, fits_int
 from . import ast as A
 from .shapes import TensorInfo, broadcast, c_div, c_mod
@@ -408,20 +408,15 @@ def _cast(x: TNode | _Weak, dtype: DType, pos: A.Pos) -> TNode:
 
 
 def _convert(value: Scalar, dtype: DType, pos: A.Pos) -> Scalar:
-    """A literal's value as ``dtype`` (floats truncate toward zero when cast to ints)."""
+    """A literal's value as ``dtype``, by the conversion rules every layer follows
+    (``stripe.intrinsics.convert``: a float to an integer type truncates to int64, then
+    wraps; an integer wraps). ``pos`` locates the literal (for the callers' errors)."""
     if dtype is DType.BOOL:
         return bool(value)
     if dtype.is_float:
         return float(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise TypeError_(f"{value} cannot be converted to {dtype.long_name}", pos.line,
-                         pos.column)
-    v = int(value)
-    info = np.iinfo(dtype.np)
-    if not info.min <= v <= info.max:
-        raise TypeError_(f"literal {value} does not fit {dtype.long_name}", pos.line,
-                         pos.column)
-    return v
+    with np.errstate(all="ignore"):
+        return int(convert(np.asarray(value), dtype).item())
 
 
 def _operand_type(x: TNode | _Weak, other: TNode | _Weak) -> DType:
