@@ -497,3 +497,37 @@ def test_default_wrt_leaves_out_inputs_without_a_gradient_path() -> None:
         gradient(src, wrt=["A", "C"])
     with pytest.raises(GradientError, match="floor"):
         gradient("function (A[N]) -> (O) { O = floor(A); }")
+
+
+# PlaidML's own automatic derivatives (the corpus's grad_* entries, from op.gradients): the
+# forward part of each program, differentiated here, must give PlaidML's stored results
+PLAIDML_GRADIENTS = {  # entry: (forward result, cotangent everywhere, {input: PlaidML output})
+    "grad_conv_relu": ("X_T19", 1.0, {"XI": "XY0", "XK": "XY1"}),
+    "grad_matmul_tanh": ("X_T5", 1.0, {"XA": "XY0", "XB": "XY1"}),
+    "grad_max_pool": ("X_T10", 3.0, {"XI": "XY0"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLAIDML_GRADIENTS))
+def test_plaidml_gradients_agree(name: str) -> None:
+    import test_plaidml_corpus as corpus
+
+    result, ct, wanted = PLAIDML_GRADIENTS[name]
+    source = corpus.ENTRIES[name]["source"]
+    head, body = source.split("{", 1)
+    head = re.sub(r"->\s*\([^)]*\)", f"-> ({result})", head)
+    lines = []
+    for line in body.splitlines():
+        lines.append(line)
+        if re.match(rf"\s*(\[\[[^]]*\]\]\s*)?{result}\b", line):
+            break
+    forward = head + "{" + "\n".join(lines) + "\n}\n"
+    arrays = corpus._inputs(name)
+    out = stripe.interpret(stripe.lower(forward, arrays), arrays)[result]
+    g = gradient(forward, wrt=list(wanted), of=result, inputs=arrays)
+    grad_in = {**arrays, f"{result}_grad": np.full(out.shape, ct, out.dtype)}
+    got = stripe.interpret(stripe.lower(g, grad_in), grad_in)
+    expected = corpus._expected(name)
+    for inp, plaidml_out in wanted.items():
+        np.testing.assert_allclose(got[f"{inp}_grad"], expected[plaidml_out], rtol=1e-4,
+                                   atol=1e-5, err_msg=f"{name}: {inp}")
