@@ -66,8 +66,9 @@ def w(rng, *shape, scale=0.5):
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
 def test_cnn_block(rng, channels_last):
     """Conv (groups, dilations, asymmetric pads, SAME_UPPER, bias), batch norm folded and
-    not folded, Relu, Clip, LeakyRelu, HardSwish, MaxPool (ceil_mode), AveragePool,
-    residual Add, GlobalAveragePool, Flatten, Gemm (transB), Softmax."""
+    not folded, Relu, Clip, LeakyRelu, HardSwish, Concat (channels, rows), MaxPool
+    (ceil_mode), AveragePool, residual Add, GlobalAveragePool, Flatten, Gemm (transB),
+    Softmax."""
     n_c = 6
     inits = [
         ("w1", w(rng, n_c, 3, 3, 3)), ("b1", w(rng, n_c)),
@@ -76,7 +77,7 @@ def test_cnn_block(rng, channels_last):
         ("w2", w(rng, n_c, 2, 3, 3)),                      # groups 3
         ("w3", w(rng, n_c, 1, 3, 3)),                      # depthwise, dilation 2
         ("lo", np.array(-0.5, np.float32)), ("hi", np.array(1.5, np.float32)),
-        ("fc", w(rng, 5, n_c)), ("fcb", w(rng, 5)),
+        ("fc", w(rng, 5, 2 * n_c)), ("fcb", w(rng, 5)),
     ]
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 0, 2, 1],
@@ -93,7 +94,9 @@ def test_cnn_block(rng, channels_last):
         helper.make_node("HardSwish", ["bn3"], ["h3"]),
         helper.make_node("Add", ["h3", "c3"], ["res"]),
         helper.make_node("LeakyRelu", ["res"], ["l3"], alpha=0.1),
-        helper.make_node("MaxPool", ["l3"], ["mp"], kernel_shape=[3, 2], strides=[2, 2],
+        helper.make_node("Concat", ["l3", "c3"], ["cat"], axis=1),
+        helper.make_node("Concat", ["cat", "cat"], ["cat2"], axis=-2),
+        helper.make_node("MaxPool", ["cat2"], ["mp"], kernel_shape=[3, 2], strides=[2, 2],
                          ceil_mode=1),
         helper.make_node("AveragePool", ["l3"], ["ap"], kernel_shape=[3, 3],
                          strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -109,9 +112,11 @@ def test_cnn_block(rng, channels_last):
                configs=("cpu_avx2",) if channels_last else CONFIGS)
     # the first batch norm is folded into its conv, the second is not
     assert "w1__bn" in " ".join(fn.weights) and "w3" in " ".join(fn.weights)
-    # channels-last: the activations stay NHWC from the first conv to the pools; the
-    # transposes are the input's, the AveragePool output's and the one before Flatten
-    assert fn.source.count("= =(") == (3 if channels_last else 0)
+    # channels-last: the activations stay NHWC from the first conv to the pools (through
+    # both concatenations); the transposes are the input's and the one before Flatten, and
+    # the AveragePool output is transposed as it is written to Out_ap
+    assert fn.source.count("\n    Transpose") == (2 if channels_last else 0)
+    assert ("Out_ap[i0, i3, i1, i2" in fn.source) == channels_last
     assert ("_hwio[" in fn.source) == channels_last
 
 

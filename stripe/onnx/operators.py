@@ -900,9 +900,15 @@ def _unsqueeze(node: Node) -> ops.Tensor:
 
 
 @handler("Concat")
-def _concat(node: Node) -> ops.Tensor:
-    ts = [node.tensor(k) for k in range(len(node.input_names)) if node.has(k)]
-    return ops.concatenate(ts, int(node.attr("axis")))
+def _concat(node: Node) -> object:
+    ks = [k for k in range(len(node.input_names)) if node.has(k)]
+    raws = [node.raw(k) for k in ks]
+    axis = int(node.attr("axis"))
+    if raws and all(isinstance(v, Permuted) and v.perm == NHWC for v in raws):
+        # every input held NHWC: joined there, along the held position of the axis
+        a = axis + 4 if axis < 0 else axis
+        return Permuted(ops.concatenate([v.tensor for v in raws], NHWC.index(a)), NHWC)
+    return ops.concatenate([node.tensor(k) for k in ks], axis)
 
 
 @handler("Split")
