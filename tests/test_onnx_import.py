@@ -182,7 +182,7 @@ def test_transformer_block(rng):
 def test_misc_operators(rng):
     """ConvTranspose, Pad (reflect, edge, constant), Resize (nearest, linear), Sigmoid,
     Tanh, Exp, Log, Abs, ReduceMax/Sum/Min (axes as input), Expand, Dropout, Identity,
-    Less/Greater, Max, Neg, opset-13 Squeeze."""
+    Less/Greater, Max, Neg, MaxPool with dilations."""
     inits = [("wt", w(rng, 3, 2, 3, 3)), ("bt", w(rng, 2)),
              ("pads", np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)),
              ("pads2", np.array([0, 0, 2, 1, 0, 0, 0, 3], np.int64)),
@@ -212,13 +212,15 @@ def test_misc_operators(rng):
         helper.make_node("Identity", ["dr"], ["idn"]),
         helper.make_node("Neg", ["idn"], ["ng"]),
         helper.make_node("Max", ["ng", "idn"], ["mx"]),
+        helper.make_node("MaxPool", ["ct"], ["mpd"], kernel_shape=[2, 2], dilations=[2, 1],
+                         pads=[1, 0, 0, 1], strides=[2, 1]),
         helper.make_node("Less", ["rn", "pv"], ["ls"]),
         helper.make_node("Greater", ["ex", "pv"], ["gt"]),
     ]
     m = model(nodes, [("x", F, [1, 3, 4, 3])],
               [("mx", F, None), ("rs", F, None), ("rmin", F, None), ("ls", TensorProto.BOOL,
                                                                      None),
-               ("gt", TensorProto.BOOL, None)], inits, opset=18)
+               ("gt", TensorProto.BOOL, None), ("mpd", F, None)], inits, opset=18)
     x = rng.standard_normal((1, 3, 4, 3)).astype(np.float32)
     check(m, {"x": x}, configs=("cpu_generic",))
 
@@ -287,9 +289,10 @@ def test_unsupported_operator_names_node_and_op():
     with pytest.raises(stripe.onnx.OnnxImportError,
                        match=r"node 'nms' \(NonMaxSuppression\): operator not supported"):
         stripe.onnx.load(m)
-    m = model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], dilations=[2],
-                                name="mp")], [("x", F, [1, 1, 6])], [("y", F, None)])
-    with pytest.raises(stripe.onnx.OnnxImportError, match=r"node 'mp' \(MaxPool\):.*dilations"):
+    m = model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], dilations=[2],
+                                name="ap")], [("x", F, [1, 1, 6])], [("y", F, None)])
+    with pytest.raises(stripe.onnx.OnnxImportError,
+                       match=r"node 'ap' \(AveragePool\):.*dilations"):
         stripe.onnx.load(m)
 
 

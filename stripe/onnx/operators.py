@@ -555,15 +555,29 @@ def _conv_transpose(node: Node) -> ops.Tensor:
     return y
 
 
-def _pool_args(node: Node, x: ops.Tensor) -> tuple[list[int], list[int], object]:
+def _pool_args(node: Node, x: ops.Tensor, dilated: bool = False
+               ) -> tuple[list[int], list[int], object]:
+    """``(kernel, strides, padding)``; with ``dilated`` the kernel is the effective
+    (dilated) one and the padding explicit pairs."""
     rank = x.ndim - 2
     k = list(node.attr("kernel_shape"))
     if len(k) != rank:
         raise node.error(f"kernel_shape {k} does not match the input's rank {x.ndim}")
-    if any(d != 1 for d in node.attr("dilations", [1] * rank)):
+    dil = list(node.attr("dilations", [1] * rank))
+    if any(d != 1 for d in dil) and not dilated:
         raise node.error("dilations other than 1 are not supported")
+    k = [(kk - 1) * d + 1 for kk, d in zip(k, dil)]
     s = list(node.attr("strides", [1] * rank))
     pads = _spatial_pads(node, rank)
+    if dilated and isinstance(pads, str):
+        if pads == "valid":
+            pads = [(0, 0)] * rank
+        else:
+            pads = []
+            for xx, kk, ss in zip(x.shape[2:], k, s):
+                total = max(0, (-(-xx // ss) - 1) * ss + kk - xx)
+                lo = total // 2 if node.attr("auto_pad") == "SAME_UPPER" else (total + 1) // 2
+                pads.append((lo, total - lo))
     if int(node.attr("ceil_mode", 0)):
         if isinstance(pads, str):
             if pads != "valid":
@@ -585,11 +599,35 @@ def _max_pool(node: Node) -> ops.Tensor:
     x = node.tensor(0)
     if int(node.attr("storage_order", 0)):
         raise node.error("storage_order=1 is not supported")
+    dil = list(node.attr("dilations", [1] * (x.ndim - 2)))
+    if any(d != 1 for d in dil):
+        return _dilated_max_pool(node, x, dil)
     k, s, pads = _pool_args(node, x)
     xl = node.nhwc(0)
     if xl is not None:
         return Permuted(ops.max_pool(xl, k, strides=s, padding=pads), NHWC)
     return ops.max_pool(x, k, strides=s, padding=pads, data_format="channels_first")
+
+
+def _dilated_max_pool(node: Node, x: ops.Tensor, dil: list[int]) -> ops.Tensor:
+    """MaxPool with dilations, NCHW: ``O[n, c, x0 : N, C, O0] = >(I[n, c, S0 * x0 +
+    D0 * k0 - P0]), k0 < K0`` (padding takes no part, as in ops.max_pool)."""
+    eff, s, pads = _pool_args(node, x, dilated=True)
+    k = list(node.attr("kernel_shape"))
+    rank = x.ndim - 2
+    outs = [(xx + p[0] + p[1] - e) // ss + 1
+            for xx, e, ss, p in zip(x.shape[2:], eff, s, pads)]  # type: ignore[union-attr]
+    if min(outs, default=1) < 1:
+        raise node.error(f"the window is larger than the padded input {x.shape}")
+    xs = [f"x{i}" for i in range(rank)]
+    ks = [f"k{i}" for i in range(rank)]
+    acc = [f"{s[i]} * {xs[i]} + {dil[i]} * {ks[i]} - {pads[i][0]}"  # type: ignore[index]
+           for i in range(rank)]
+    sizes = [x.shape[0], x.shape[1], *outs]
+    cons = "".join(f", {ks[i]} < {k[i]}" for i in range(rank))
+    stmt = (f"{{O}}[n, c, {', '.join(xs)} : {', '.join(map(str, sizes))}] = "
+            f">({{0}}[n, c, {', '.join(acc)}]){cons}")
+    return ops.emit(stmt, [x], sizes, x.dtype, name="MaxPool")
 
 
 @handler("AveragePool")
