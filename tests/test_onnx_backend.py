@@ -65,7 +65,6 @@ KNOWN_UNSUPPORTED: dict[str, str] = {
     r"^test_batchnorm_.*training_mode$": "BatchNormalization in training mode",
     r"^test_training_dropout": "Dropout in training mode",
     r"^test_wrap_pad$": "Pad mode wrap",
-    r"^test_reduce_(max|min|log_sum_exp)_empty_set(_bool)?$": "ReduceMax/Min over an empty axis",
     r"^test_resize_.*cubic": "cubic Resize",
     r"^test_resize_.*antialias": "Resize with antialias",
     r"^test_resize_tf_crop_and_resize": "Resize's tf_crop_and_resize coordinates",

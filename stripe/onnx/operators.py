@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .. import ops
+from ..dtypes import to_dtype
 from ..errors import StripeError
 from .importer import NHWC, Graph, Permuted, np_dtype
 from .program import NeedsConstant, OnnxImportError
@@ -834,6 +835,20 @@ def _reduce(node: Node) -> ops.Tensor:
         if int(node.attr("noop_with_empty_axes", 0)):
             return x
         axes = list(range(x.ndim))
+    axes = [a + x.ndim if a < 0 else a for a in axes]
+    if node.op in ("ReduceMax", "ReduceMin", "ReduceLogSumExp") and \
+            any(x.shape[a] == 0 for a in axes):
+        # nothing to reduce: ONNX's result is the reduction's identity, a constant
+        shape = [1 if a in axes else n for a, n in enumerate(x.shape) if keep or a not in axes]
+        dt = np.dtype(to_dtype(x.dtype).np)
+        if dt.kind == "b":
+            fill: object = node.op == "ReduceMin"
+        elif dt.kind in "fV":
+            fill = np.inf if node.op == "ReduceMin" else -np.inf
+        else:
+            info = np.iinfo(dt)
+            fill = info.max if node.op == "ReduceMin" else info.min
+        return np.full(shape, fill, dt)
     if node.op in _REDUCE:
         return _REDUCE[node.op](x, axes, keepdims=keep)
     if node.op == "ReduceSumSquare":
