@@ -58,9 +58,9 @@ KNOWN_UNSUPPORTED: dict[str, str] = {
     r"_string": "string tensors",
     r"^test_identity_(opt|sequence)$": "optional and sequence values",
     r"^test_convtranspose_group": "ConvTranspose with group > 1",
-    r"^test_averagepool_.*dilations": "AveragePool with dilations",
     r"^test_maxpool_with_argmax": "MaxPool's Indices output",
-    r"^test_averagepool_2d_ceil_last_window_starts_on_pad$":
+    r"^test_averagepool_(2d_ceil_last_window_starts_on_pad|"
+    r"3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True)$":
         "AveragePool with ceil_mode and count_include_pad",
     r"^test_batchnorm_.*training_mode$": "BatchNormalization in training mode",
     r"^test_training_dropout": "Dropout in training mode",

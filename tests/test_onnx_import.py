@@ -225,6 +225,15 @@ def test_misc_operators(rng):
     check(m, {"x": x}, configs=("cpu_generic",))
 
 
+def test_average_pool_with_dilations(rng):
+    """AveragePool with dilations (opset 19), ceil_mode, padding not counted."""
+    m = model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 3],
+                                dilations=[3, 2], pads=[1, 1, 1, 2], ceil_mode=1)],
+              [("x", F, [1, 2, 9, 7])], [("y", F, None)], opset=19)
+    check(m, {"x": rng.standard_normal((1, 2, 9, 7)).astype(np.float32)},
+          configs=("cpu_generic",))
+
+
 def test_names_are_mapped_and_kept(rng):
     """ONNX names with any characters stay as they are in the dict API; Tile names are
     valid, deterministic and distinct even when two ONNX names map to the same text."""
@@ -289,10 +298,11 @@ def test_unsupported_operator_names_node_and_op():
     with pytest.raises(stripe.onnx.OnnxImportError,
                        match=r"node 'nms' \(NonMaxSuppression\): operator not supported"):
         stripe.onnx.load(m)
-    m = model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], dilations=[2],
-                                name="ap")], [("x", F, [1, 1, 6])], [("y", F, None)])
+    m = model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], ceil_mode=1,
+                                count_include_pad=1, name="ap")],
+              [("x", F, [1, 1, 6])], [("y", F, None)])
     with pytest.raises(stripe.onnx.OnnxImportError,
-                       match=r"node 'ap' \(AveragePool\):.*dilations"):
+                       match=r"node 'ap' \(AveragePool\): ceil_mode=1 with count_include_pad"):
         stripe.onnx.load(m)
 
 

@@ -602,7 +602,7 @@ def _max_pool(node: Node) -> ops.Tensor:
         raise node.error("storage_order=1 is not supported")
     dil = list(node.attr("dilations", [1] * (x.ndim - 2)))
     if any(d != 1 for d in dil):
-        return _dilated_max_pool(node, x, dil)
+        return _dilated_pool(node, x, dil, ">")
     k, s, pads = _pool_args(node, x)
     xl = node.nhwc(0)
     if xl is not None:
@@ -610,9 +610,10 @@ def _max_pool(node: Node) -> ops.Tensor:
     return ops.max_pool(x, k, strides=s, padding=pads, data_format="channels_first")
 
 
-def _dilated_max_pool(node: Node, x: ops.Tensor, dil: list[int]) -> ops.Tensor:
-    """MaxPool with dilations, NCHW: ``O[n, c, x0 : N, C, O0] = >(I[n, c, S0 * x0 +
-    D0 * k0 - P0]), k0 < K0`` (padding takes no part, as in ops.max_pool)."""
+def _dilated_pool(node: Node, x: ops.Tensor, dil: list[int], agg: str) -> ops.Tensor:
+    """A pool with dilations, NCHW: ``O[n, c, x0 : N, C, O0] = >(I[n, c, S0 * x0 +
+    D0 * k0 - P0]), k0 < K0`` (padding takes no part, as in ops.max_pool); with ``agg``
+    ``+`` the window sums."""
     eff, s, pads = _pool_args(node, x, dilated=True)
     k = list(node.attr("kernel_shape"))
     rank = x.ndim - 2
@@ -627,8 +628,8 @@ def _dilated_max_pool(node: Node, x: ops.Tensor, dil: list[int]) -> ops.Tensor:
     sizes = [x.shape[0], x.shape[1], *outs]
     cons = "".join(f", {ks[i]} < {k[i]}" for i in range(rank))
     stmt = (f"{{O}}[n, c, {', '.join(xs)} : {', '.join(map(str, sizes))}] = "
-            f">({{0}}[n, c, {', '.join(acc)}]){cons}")
-    return ops.emit(stmt, [x], sizes, x.dtype, name="MaxPool")
+            f"{agg}({{0}}[n, c, {', '.join(acc)}]){cons}")
+    return ops.emit(stmt, [x], sizes, x.dtype, name="MaxPool" if agg == ">" else "SumPool")
 
 
 @handler("AveragePool")
@@ -637,6 +638,9 @@ def _avg_pool(node: Node) -> ops.Tensor:
     inc = bool(int(node.attr("count_include_pad", 0)))
     if inc and int(node.attr("ceil_mode", 0)):
         raise node.error("ceil_mode=1 with count_include_pad=1 is not supported")
+    dil = list(node.attr("dilations", [1] * (x.ndim - 2)))
+    if any(d != 1 for d in dil):
+        return _dilated_avg_pool(node, x, dil, inc)
     k, s, pads = _pool_args(node, x)
     xl = node.nhwc(0)
     if xl is not None:
@@ -644,6 +648,25 @@ def _avg_pool(node: Node) -> ops.Tensor:
                                      count_include_pad=inc), NHWC)
     return ops.avg_pool(x, k, strides=s, padding=pads, data_format="channels_first",
                         count_include_pad=inc)
+
+
+def _dilated_avg_pool(node: Node, x: ops.Tensor, dil: list[int], inc: bool) -> ops.Tensor:
+    """AveragePool with dilations: the window sums divided by a constant of the taps
+    counted per output position (those inside the input; with count_include_pad those
+    inside the padded input, which without ceil_mode is every tap)."""
+    if x.dtype not in ("float32", "float64", "float16"):
+        raise node.error(f"dtype {x.dtype} is not supported (floats only)")
+    total = _dilated_pool(node, x, dil, "+")
+    _, s, pads = _pool_args(node, x, dilated=True)
+    k = list(node.attr("kernel_shape"))
+    count = np.ones((1, 1), np.float64)
+    for i, (xx, kk, d, ss, p) in enumerate(zip(x.shape[2:], k, dil, s, pads)):
+        outs = total.shape[2 + i]
+        pos = ss * np.arange(outs)[:, None] + d * np.arange(kk)[None, :] - p[0]  # type: ignore
+        inside = (pos >= 0) & (pos < xx) if not inc else np.ones_like(pos, bool)
+        count = count[..., None] * inside.sum(axis=1)
+    count = count.reshape((1, 1, *total.shape[2:])).astype(x.dtype)
+    return total / node.graph.tensor(count, node.name + "_count")
 
 
 @handler("GlobalAveragePool", "GlobalMaxPool")
