@@ -388,6 +388,16 @@ def test_specials_take_an_expanded_builtin_as_a_tensor(random_array) -> None:
 
 # properties of the rewrite --------------------------------------------------------------------
 
+def test_kept_builtins_stay_calls() -> None:
+    fn = expand(parse("function (I) -> (O) { O = reverse_grad(sigmoid(I), 2) + neg(I); }"),
+                keep={"reverse_grad"})
+    expr = fn.stmts[0].expr
+    assert isinstance(expr, A.Binary) and isinstance(expr.a, A.Call)
+    assert expr.a.fn == "reverse_grad" and isinstance(expr.a.args[0], A.Binary)
+    with pytest.raises(TileError, match="reverse_grad takes 2 arguments, got 1"):
+        expand(parse("function (I) -> (O) { O = reverse_grad(I); }"), keep={"reverse_grad"})
+
+
 def test_no_builtin_is_the_identity_and_expansion_is_deterministic() -> None:
     fn = parse("function (I[N]) -> (O) { O = exp(I) + max(I, 0); }")
     assert expand(fn) is fn

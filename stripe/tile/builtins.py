@@ -27,7 +27,7 @@ builtin occurs. Unknown functions are left alone (the type checker reports them)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Union
 
@@ -80,16 +80,20 @@ def is_builtin(fn: str) -> bool:
     return fn in BUILTINS
 
 
-def expand(fn: A.Function, inputs: Mapping[str, object] | None = None) -> A.Function:
+def expand(fn: A.Function, inputs: Mapping[str, object] | None = None, *,
+           keep: Collection[str] = ()) -> A.Function:
     """``fn`` with every builtin call rewritten into plain Tile (module docstring).
 
     ``inputs`` (the mapping given to ``lower``) is read only for the ranks of inputs declared
     without dimensions, when the function calls ``shape`` or ``simple_reduce``; malformed
     entries are ignored (the binder reports them). Raises ``TileError`` at the call for a
-    wrong number of arguments, a refused function, or an argument of the wrong kind."""
+    wrong number of arguments, a refused function, or an argument of the wrong kind.
+
+    Calls of the builtins named in ``keep`` (``reverse_grad``, say, for a caller that gives
+    it a gradient) are left as they are, after checking their number of arguments."""
     if not any(_has_builtin(s) for s in fn.stmts):
         return fn
-    return _Expander(fn, inputs).run()
+    return _Expander(fn, inputs, frozenset(keep)).run()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,8 +225,10 @@ def _contraction_text(c: A.Contraction) -> str:
 # ---------------------------------------------------------------------------------------------
 
 class _Expander:
-    def __init__(self, fn: A.Function, inputs: Mapping[str, object] | None) -> None:
+    def __init__(self, fn: A.Function, inputs: Mapping[str, object] | None,
+                 keep: frozenset[str]) -> None:
         self.fn = fn
+        self.keep = keep
         self.inputs = inputs
         self.taken: set[str] | None = None  # every name of the function, on first need
         self.counter = 0
@@ -332,6 +338,8 @@ class _Expander:
         if len(args) != n:
             plural = "argument" if n == 1 else "arguments"
             raise TileError(f"{fn} takes {n} {plural}, got {len(args)}", pos.line, pos.column)
+        if fn in self.keep:
+            return e
         if fn in BINARY_CALLS:
             return A.Binary(BINARY_CALLS[fn], args[0], args[1], pos)
         if fn in UNARY_CALLS:
