@@ -522,7 +522,8 @@ def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None
     module = build(c_program.source, flags, openmp=c_program.uses_openmp)
     first = trace[0][1] if trace else program
     return Program(c_program, module, tuple(flags), program, trace or [("lower", program)],
-                   overwritten=overwritten_outputs(first))
+                   overwritten=overwritten_outputs(first),
+                   specialised=tags.specialised(first.tags))
 
 
 def overwritten_outputs(program: Block) -> frozenset[str]:

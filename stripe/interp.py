@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterator, Mapping
 import numpy as np
 
 from .dtypes import DType
-from .errors import InterpreterError
+from .errors import ArgumentError, InterpreterError
 from .interp_memory import (
     Array,
     Batch,
@@ -81,6 +81,7 @@ from .ir import (
     agg_identity,
 )
 from .limits import check_program_bytes, ir_limit_problem
+from .tags import specialised
 
 MAX_BATCH_POINTS = 1 << 14
 """Points (times private allocation elements) expanded at once; small batches stay in cache."""
@@ -91,12 +92,26 @@ def interpret(block: Block, arrays: Mapping[str, object]) -> dict[str, Array]:
     if not isinstance(block, Block):
         raise InterpreterError(f"interpret expects a Block, got {type(block).__name__}")
     check_limits(block)
+    check_specialised(block, arrays)
     path = block.name
     memory = bind_inputs(block, arrays, path)
     with np.errstate(all="ignore"):  # IEEE semantics: inf and nan are values, not errors
         _run_block(block, _ROOT_PARENT, path, memory)
     return {r.into: copy_out(memory[r.into], r.shape)
             for r in block.refs if r.is_alloc and r.dir.writes}
+
+
+def check_specialised(block: Block, arrays: Mapping[str, object]) -> None:
+    """ArgumentError when an integer input that ``block`` was lowered for (its
+    ``specialised=<input>:<value>`` tags: a size or an index expression used the value)
+    holds another value in ``arrays``: the program would compute something else."""
+    for name, want in specialised(block.tags).items():
+        given = arrays.get(name) if isinstance(arrays, Mapping) else None
+        a = np.asarray(given) if isinstance(given, (int, np.integer, np.ndarray)) else None
+        if a is not None and a.shape == () and a.dtype.kind in "iu" and int(a) != want:
+            raise ArgumentError(f"input {name} is {int(a)}, but the program was lowered for "
+                                f"{name} = {want} (it is used as a size or in an index "
+                                f"expression); lower it again for this value")
 
 
 _ROOT_PARENT = Batch(path="", size=1, idx={}, refs={})

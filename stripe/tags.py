@@ -52,6 +52,20 @@ FRESH_START = "fresh_start"  # start_fresh: the block that starts the next block
 COLLAPSE = "collapse"      # collapse_threads: ``collapse=<n>``, the parallel leading loops
 
 
+SPECIALISED = "specialised"  # front end: ``specialised=<input>:<value>`` on the program, an
+# integer input whose value the lowering used as a size or in an index expression
+
+
+def specialised(tags: frozenset[str]) -> dict[str, int]:
+    """The ``specialised=<input>:<value>`` tags of a program: {input name: value}."""
+    out: dict[str, int] = {}
+    for t in sorted(tags):
+        if t.startswith(SPECIALISED + "="):
+            name, _, number = t[len(SPECIALISED) + 1:].rpartition(":")
+            out[name] = int(number)
+    return out
+
+
 def keyed(key: str, value: object) -> str:
     """The tag ``key=value``."""
     return f"{key}={value}"

@@ -650,3 +650,30 @@ def test_size_functions():
     with pytest.raises(TileError, match="neg takes 1 argument, got 2"):
         stripe.lower("function (I[N]) -> (O) { O[i : neg(N, 0)] = =(I[i]); }",
                      {"I": ((7,), "float32")})
+
+
+def test_a_lowered_program_carries_its_specialisation_and_checks_it():
+    """The values a program was lowered for are tags of the program
+    (``specialised=<input>:<value>``): they survive the text form, and the interpreter and
+    a program compiled from the block (not only through stripe.compile) refuse another
+    value."""
+    from stripe.compiler import compile_program
+    from stripe.errors import ArgumentError
+
+    src = "function (I[N], D) -> (O) { O[i : D] = =(I[N - 1 - i]); }"
+    x = np.arange(7, dtype=np.float32)
+    block = stripe.lower(src, {"I": x, "D": 4})
+    assert "specialised=D:4" in block.tags
+    again = stripe.parse_ir(stripe.print_ir(block))
+    assert again.tags == block.tags
+    np.testing.assert_array_equal(stripe.interpret(again, {"I": x, "D": np.int32(4)})["O"],
+                                  x[::-1][:4])
+    prog = compile_program(block)
+    assert prog.specialised == {"D": 4}
+    np.testing.assert_array_equal(prog(I=x, D=np.array(4, np.int32))["O"], x[::-1][:4])
+    for run in (lambda: stripe.interpret(block, {"I": x, "D": np.int32(5)}),
+                lambda: prog(I=x, D=np.array(5, np.int32))):
+        with pytest.raises(ArgumentError, match="D = 4"):
+            run()
+    assert not any(t.startswith("specialised") for t in stripe.lower(src.replace(
+        "O[i : D]", "O[i : N]").replace(", D)", ")"), {"I": x}).tags)

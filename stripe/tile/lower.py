@@ -110,6 +110,9 @@ def lower_specialised(source: object, inputs: Mapping[str, object] | None = None
         low = _Lowering(expand(parse(text), given), given)
     block = low.run()
     used = {p.name: low.sizes.used[p.name] for p in low.fn.params if p.name in low.sizes.used}
+    if used:  # the program says what it was lowered for: the interpreter and C check it
+        block = block.replace(tags=block.tags | {T.keyed(T.SPECIALISED, f"{n}:{v}")
+                                                 for n, v in used.items()})
     return block, used
 
 
