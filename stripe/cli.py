@@ -2,6 +2,7 @@
 
     stripe show    FILE.tile --input A=37x23:float32 ...   print the lowered Stripe IR
     stripe run     FILE.tile --input ... [--target T] [--check] [--interpret] [--stats]
+    stripe run     MODEL.onnx [--input NAME=1x3x224x224] [--target T] [--check] [--stats]
     stripe compile FILE.tile --input ... [--target T] [--dump-dir DIR]
     stripe passes                                          every pass and its options
     stripe configs                                         every shipped hardware config
@@ -10,9 +11,12 @@
 prints each output's shape and dtype and the best time per call; ``--check`` also runs the
 reference interpreter on the same inputs and prints the largest difference (exit status 1 if
 it exceeds the tolerance; NaN where the interpreter has NaN, and the same infinity, are
-equal). ``--interpret`` runs the interpreter only. ``--target`` is a config name or YAML
-path; by default ``host``, the shipped CPU config that fits this machine with its cores
-(:mod:`stripe.host`); ``none`` runs no config's passes. ``compile`` writes
+equal). ``--interpret`` runs the interpreter only. ``run`` also takes an ONNX model (a
+``.onnx`` file, imported by :mod:`stripe.onnx`; ``--input`` then binds the shapes of inputs
+with symbolic dimensions, the dtypes are the model's); its ``--check`` compares with ONNX
+Runtime when that is installed, else with the reference interpreter. ``--target`` is a
+config name or YAML path; by default ``host``, the shipped CPU config that fits this machine
+with its cores (:mod:`stripe.host`); ``none`` runs no config's passes. ``compile`` writes
 ``00_lower.stripe``, ``01_<pass>.stripe``, ... and ``kernel.c`` into the dump directory (a
 pass name's characters other than letters, digits, ``_``, ``-`` and ``.`` become ``_``).
 
@@ -150,7 +154,70 @@ def _time_call(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
     return best
 
 
+def _onnx_run(args: argparse.Namespace) -> int:
+    """``stripe run model.onnx``: import the model (stripe.onnx), compile it for the target,
+    run it on seeded random inputs; ``--check`` compares with ONNX Runtime when it is
+    installed, else with the reference interpreter."""
+    try:
+        import stripe.onnx as sonnx
+    except ImportError as e:
+        raise StripeError(f"running an ONNX model needs the onnx package ({e}); install "
+                          f"stripe with the onnx extra: pip install -e '.[onnx]'") from None
+    if args.interpret:
+        raise StripeError("--interpret is for Tile files; an ONNX model runs compiled "
+                          "(--check compares it with ONNX Runtime or the interpreter)")
+    shapes: dict[str, tuple[int, ...]] = {}
+    for text in args.input:  # an ONNX name may hold any character but the last '='
+        name, eq, spec = text.rpartition("=")
+        if not eq or not name:
+            raise StripeError(f"bad --input {text[:60]!r}: expected NAME=SIZExSIZE...")
+        _, (shape, _) = parse_input_spec("X=" + spec)
+        if name in shapes:
+            raise StripeError(f"--input {name} is given twice")
+        shapes[name] = shape
+    fn = sonnx.load(args.file, shapes=shapes or None)
+    specs = {name: (shape, to_dtype(dtype)) for name, (shape, dtype) in fn.input_shapes.items()}
+    check_bytes(sum(math.prod(shape) * dt.itemsize for shape, dt in specs.values()),
+                "the model's inputs")
+    rng = np.random.default_rng(args.seed)
+    arrays = {name: random_array(rng, shape, dt) for name, (shape, dt) in specs.items()}
+    prog = fn.compile(args.target)
+    outs = prog.run(arrays)
+    seconds = _time_call(lambda: prog.run(arrays), args.repeat)
+    for name, value in outs.items():
+        shape = "x".join(map(str, value.shape)) or "scalar"
+        print(f"{name}: {shape} {value.dtype}")
+    print(f"time per call (C): {seconds * 1e3:.3f} ms")
+    if args.stats:
+        print(format_stats(prog.stats()))
+    if not args.check:
+        return 0
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+    if ort is not None:
+        session = ort.InferenceSession(str(args.file), providers=["CPUExecutionProvider"])
+        reference = dict(zip([o.name for o in session.get_outputs()],
+                             session.run(None, arrays)))
+        against = "ONNX Runtime"
+    else:
+        tile_arrays = {fn.input_map[k]: v for k, v in arrays.items()} | dict(fn.weights)
+        got = interpret(lower(fn), tile_arrays)
+        reference = {k: got[t] for k, t in fn.output_map.items()}
+        against = "the interpreter (onnxruntime is not installed)"
+    worst, ok = 0.0, True
+    for k, ref in reference.items():
+        err, tol = _error(outs[k], np.asarray(ref))
+        worst = max(worst, err)
+        ok = ok and err <= tol
+    print(f"check against {against}: max error {worst:.3g} ({'ok' if ok else 'MISMATCH'})")
+    return 0 if ok else 1
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
+    if str(args.file).endswith(".onnx"):
+        return _onnx_run(args)
     program, specs = _load(args)
     check_bytes(sum(math.prod(shape) * dt.itemsize for shape, dt in specs.values()),
                 "the inputs given by --input")
@@ -285,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
                            ("run", "compile to C and run on random inputs"),
                            ("compile", "compile and write the IR pass by pass and the C")):
         sp = sub.add_parser(name, help=helptext, epilog=EXIT_STATUSES, formatter_class=fmt)
-        sp.add_argument("file", help="a .tile file")
+        sp.add_argument("file", help="a .tile file (run: or an .onnx model)")
         sp.add_argument("--input", "-i", action="append", default=[], metavar="A=37x23:float32",
                         help="an input's shape and dtype (repeat per input)")
         if name in ("run", "compile"):
