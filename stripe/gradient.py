@@ -385,7 +385,7 @@ def gradient(source: object, wrt: str | Sequence[str] | None = None,
     """
     text, inputs = _resolve(source, inputs)
     fn = parse(text)
-    fn = expand(fn, inputs)
+    fn = expand(fn, inputs, keep={"reverse_grad"})  # PlaidML's gradient reversal, below
     params = [p.name for p in fn.params]
     outputs = [o.name for o in fn.outputs]
     of_list = _names_arg("of", of, outputs, "output")
@@ -944,7 +944,7 @@ class _Builder:
             return []
         if fn == "index":
             return []
-        want = 2 if fn in ("max", "min", "pow") else 1
+        want = 2 if fn in ("max", "min", "pow", "reverse_grad") else 1
         if len(args) != want:
             raise TileError(f"{fn} takes {want} argument{'s' if want > 1 else ''}, got "
                             f"{len(args)}", node.pos.line, node.pos.column)
@@ -973,6 +973,8 @@ class _Builder:
         }
         if fn in unary:
             return [(args[0], unary[fn])]
+        if fn == "reverse_grad":  # PlaidML: the value of x, the gradient -s * g
+            return [(args[0], f"-{_p(vals.atom(args[1]))} * {g}")]
         if fn in ("max", "min"):
             a, b = vals.atom(args[0]), vals.atom(args[1])
             win = ">" if fn == "max" else "<"

@@ -531,3 +531,21 @@ def test_plaidml_gradients_agree(name: str) -> None:
     for inp, plaidml_out in wanted.items():
         np.testing.assert_allclose(got[f"{inp}_grad"], expected[plaidml_out], rtol=1e-4,
                                    atol=1e-5, err_msg=f"{name}: {inp}")
+
+
+def test_reverse_grad_reverses_and_scales_the_gradient():
+    """PlaidML's ``reverse_grad(x, s)``: the value of x forward, ``-s`` times the incoming
+    gradient backward (its definition in PlaidML's builtins)."""
+    import numpy as np
+
+    import stripe
+
+    src = "function (X[N], S[]) -> (Y) { Y = reverse_grad(X, S) * X; }"
+    x = np.array([1.0, -2.0, 3.5], np.float64)
+    s, dy = np.array(3.0), np.array([1.0, 2.0, -1.0])
+    arrays = {"X": x, "S": s, "Y_grad": dy}
+    g = stripe.gradient(src, wrt=["X"], of="Y")
+    got = stripe.interpret(stripe.lower(g, arrays), arrays)["X_grad"]
+    np.testing.assert_allclose(got, dy * x - s * dy * x)
+    forward = stripe.interpret(stripe.lower(src, {"X": x, "S": s}), {"X": x, "S": s})["Y"]
+    np.testing.assert_allclose(forward, x * x)
