@@ -1,6 +1,7 @@
 """stripe.gradient: the gradient Tile of every catalogue op with a floating-point input against
 central finite differences in float64 (directional derivatives along random directions), in
-the interpreter and, for a representative subset, compiled for cpu_generic and cpu_avx2; the
+the interpreter and compiled for cpu_generic and the host's CPU config (a representative
+subset by default, every op with ``--hypothesis-profile=long``); the
 same check on random Tile programs (hypothesis); ties, zeros, the printed form and the errors.
 """
 
@@ -19,6 +20,8 @@ from ops_catalog import OPS, OPS_BY_NAME, Op, random_inputs
 from test_random_programs import Program, programs
 
 import stripe
+from stripe import host
+from stripe.cflags import cpu_flags
 from stripe.errors import ArgumentError, ArgumentTypeError, TileError
 from stripe.gradient import GradientError, gradient
 
@@ -81,11 +84,14 @@ def test_catalogue_gradient_matches_finite_differences(op: Op, rng: np.random.Ge
     fd_check(op.source, catalogue_arrays(op), rng)
 
 
-COMPILED = ["matmul", "conv2d_stride2", "maxpool2x2", "softmax", "prod_rows"]
+# a representative subset by default (each compiles C); every op in the long profile
+COMPILED = ([op.name for op in DIFFERENTIABLE] if settings._current_profile == "long"
+            else ["matmul", "conv2d_stride2", "maxpool2x2", "softmax", "prod_rows"])
+_HOST = host.choose_config(cpu_flags(), this_cpu=True)
 
 
 @pytest.mark.parametrize("config", [c for c in runnable_configs()
-                                    if c.id in ("cpu_generic", "cpu_avx2")])
+                                    if c.id in ("cpu_generic", _HOST)])
 @pytest.mark.parametrize("name", COMPILED)
 def test_compiled_gradient_matches_finite_differences(name: str, config: str,
                                                       rng: np.random.Generator) -> None:
