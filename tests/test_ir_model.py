@@ -55,5 +55,8 @@ def test_shapes_take_new_sizes_or_new_strides():
 def test_dtype_names():
     assert to_dtype("float32") is DType.FLOAT32 is to_dtype("fp32")
     assert to_dtype(bool) is DType.BOOL
+    assert to_dtype("float16") is DType.FLOAT16 is to_dtype("fp16")
+    assert to_dtype("bfloat16") is DType.BFLOAT16 is to_dtype("bf16")
+    assert to_dtype("uint64") is DType.UINT64 is to_dtype("u64")
     with pytest.raises(StripeError, match="valid: bool"):
-        to_dtype("float16")
+        to_dtype("complex64")
