@@ -58,5 +58,5 @@ def test_dtype_names():
     assert to_dtype("float16") is DType.FLOAT16 is to_dtype("fp16")
     assert to_dtype("bfloat16") is DType.BFLOAT16 is to_dtype("bf16")
     assert to_dtype("uint64") is DType.UINT64 is to_dtype("u64")
-    with pytest.raises(StripeError, match="valid: bool"):
+    with pytest.raises(StripeError, match="unknown dtype 'complex64'; valid: bfloat16, bool"):
         to_dtype("complex64")
