@@ -1,8 +1,8 @@
 """Runs one peer's part of the suite inside the peers venv (see setup_peers.sh).
 
-    <peers-venv>/bin/python -m benchmarks.peer_worker --peer plaidml|tvm --workloads a,b \
+    <peers-venv>/bin/python -m benchmarks.peer_worker --peer plaidml|tvm|torch --workloads a,b \
         --repeats N --warmup W --budget S --out FILE.json
-    <peers-venv>/bin/python -m benchmarks.peer_worker --peer plaidml|tvm --serve
+    <peers-venv>/bin/python -m benchmarks.peer_worker --peer plaidml|tvm|torch --serve
 
 ``--serve`` (what the suite uses): the peer stays loaded and answers requests, one JSON
 object per line on stdin, so that the suite can time it in turns with stripe (see
@@ -452,6 +452,58 @@ def tvm_builder():  # type: ignore[no-untyped-def]
     return build
 
 
+# --------------------------------------------------------------------------- PyTorch
+
+def torch_builder():  # type: ignore[no-untyped-def]
+    """PyTorch on the CPU (its default kernels, oneDNN/MKL where the wheel has them), as
+    many threads as the run's thread count (``STRIPE_PEER_THREADS``, else the CPUs the
+    process may use): the matmuls, the 3x3
+    convolutions (channels-last, so the NHWC arrays are read in place) and their weight
+    gradients by autograd (the forward is run once; each call is one ``backward`` of the
+    given cotangent, which computes only the weight's gradient)."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("STRIPE_PEER_THREADS")
+                              or len(os.sched_getaffinity(0))))
+    torch.set_grad_enabled(True)
+    nchw = (0, 3, 1, 2)                         # an NHWC array as an NCHW channels-last view
+
+    def build(w: Workload, x: dict[str, np.ndarray]):  # type: ignore[no-untyped-def]
+        t = {k: torch.from_numpy(v) for k, v in x.items()}
+        if w.name.startswith(("matmul", "fc_")):
+            a, b = t["A"], t["B"]
+            return lambda: torch.matmul(a, b).numpy()
+        if w.name.startswith("conv_") and not w.name.startswith("conv_stem"):
+            inp, f = t["I"].permute(*nchw), t["F"].permute(3, 2, 0, 1)   # HWIO -> OIHW
+            return lambda: torch.nn.functional.conv2d(inp, f, padding=1).permute(
+                0, 2, 3, 1).numpy()
+        if w.name.startswith("wgrad_matmul"):
+            b = t["B"].clone().requires_grad_(True)
+            out = torch.matmul(t["A"], b)
+            grad = t["O_grad"]
+
+            def run() -> np.ndarray:
+                b.grad = None
+                out.backward(grad, retain_graph=True)
+                return b.grad.numpy()
+            return run
+        if w.name.startswith("wgrad_conv"):
+            f = t["F"].permute(3, 2, 0, 1).contiguous().requires_grad_(True)
+            out = torch.nn.functional.conv2d(t["I"].permute(*nchw), f, padding=1)
+            grad = t["O_grad"].permute(*nchw)
+
+            def run() -> np.ndarray:
+                f.grad = None
+                out.backward(grad, retain_graph=True)
+                return f.grad.permute(2, 3, 1, 0).numpy()      # OIHW -> HWIO
+            return run
+        raise NotImplementedError(f"no PyTorch definition of {w.name}")
+
+    build.info = {"torch": torch.__version__,  # type: ignore[attr-defined]
+                  "threads": torch.get_num_threads()}
+    return build
+
+
 # --------------------------------------------------------------------------- driver
 
 def _message(e: Exception) -> str:
@@ -473,7 +525,8 @@ def _reply(obj: dict) -> None:
 def serve(peer: str) -> int:
     """Answer the suite's requests (see the module docstring) until ``quit`` or EOF."""
     try:
-        builder = plaidml_builder() if peer == "plaidml" else tvm_builder()
+        builder = {"plaidml": plaidml_builder, "tvm": tvm_builder,
+                   "torch": torch_builder}[peer]()
     except Exception as e:  # noqa: BLE001
         _reply({"error": f"{type(e).__name__}: {e}"})
         return 0
@@ -523,7 +576,7 @@ def serve(peer: str) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--peer", required=True, choices=["plaidml", "tvm"])
+    ap.add_argument("--peer", required=True, choices=["plaidml", "tvm", "torch"])
     ap.add_argument("--workloads", default="")
     ap.add_argument("--serve", action="store_true",
                     help="answer the suite's requests on stdin (module docstring)")

@@ -1,4 +1,4 @@
-"""Optional peers: PlaidML 0.7 and TVM (apache-tvm), in their own venv.
+"""Optional peers: PlaidML 0.7, TVM (apache-tvm) and PyTorch (CPU), in their own venv.
 
 `benchmarks/setup_peers.sh` creates the venv (default `~/.cache/stripe-bench/peers-venv`,
 or `$STRIPE_BENCH_PEERS_VENV`). The suite never imports a peer into its own process: it
@@ -7,8 +7,9 @@ subprocess.
 
 A peer that imports is run by `benchmarks/peer_worker.py` in that venv (PlaidML 0.7: the
 same Tile sources, every workload; TVM: TE + a simple tiled/vectorised/parallel schedule
-per workload), kept loaded as a :class:`PeerServer` that the suite times in turns with
-stripe. One that does not is reported as "peer X missing (run
+per workload; PyTorch: its matmul, convolution and autograd for the matmuls, the 3x3
+convolutions and their weight gradients), kept loaded as a :class:`PeerServer` that the
+suite times in turns with stripe. One that does not is reported as "peer X missing (run
 benchmarks/setup_peers.sh)" and the suite goes on.
 """
 
@@ -26,6 +27,7 @@ REPLY_MARK = "@@stripe-peer@@ "  # benchmarks.peer_worker.REPLY_MARK (that modul
 PEERS = {
     "plaidml": "import plaidml; print(getattr(plaidml, '__version__', '?'))",
     "tvm": "import tvm; print(tvm.__version__)",
+    "torch": "import torch; print(torch.__version__)",
 }
 
 

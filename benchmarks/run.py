@@ -51,7 +51,7 @@ from benchmarks.timing import warm  # noqa: E402
 from benchmarks.workloads import QUICK, Workload, all_workloads, by_name  # noqa: E402
 
 ZEN3_PEAK_PER_CORE = 97.0  # GFLOP/s float32 FMA peak of one Zen 3 core, when none is measured
-TARGETS = {"stripe_avx2": "cpu_avx2", "stripe_avx512": "cpu_avx512", "stripe_none": None}
+TARGETS = {"stripe_avx2": "cpu_avx2", "stripe_avx512": "cpu_avx512", "stripe_none": "none"}
 SYSTEMS = ["numpy", "stripe_avx2", "stripe_avx512", "stripe_none"]
 OPENBLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
@@ -156,7 +156,8 @@ def worker_run(args: argparse.Namespace) -> dict:
     # system timed right after numpy then shares its cores with them and runs much slower.
     settle = args.settle if threads > 1 else 0.0
     root = str(Path(__file__).resolve().parent.parent)
-    peer_env = dict(os.environ, PYTHONPATH=root, TVM_NUM_THREADS=str(threads))
+    peer_env = dict(os.environ, PYTHONPATH=root, TVM_NUM_THREADS=str(threads),
+                    STRIPE_PEER_THREADS=str(threads))
     servers = {p: _peers.PeerServer(p, peer_env, root, args.peer_timeout)
                for p in args.with_peers.split(",") if p}
     peers_out: dict = {}
@@ -744,8 +745,8 @@ def main(argv: list[str] | None = None) -> int:
                          "where half of all 32-byte vector accesses cross a cache line)")
     ap.add_argument("--no-pin", action="store_true",
                     help="do not restrict the T-thread run to T CPUs (sched_setaffinity)")
-    ap.add_argument("--peers", default="plaidml,tvm",
-                    help="peers to run when present in the peers venv (default both; '' none)")
+    ap.add_argument("--peers", default="plaidml,tvm,torch",
+                    help="peers to run when present in the peers venv (default all; '' none)")
     ap.add_argument("--peer-timeout", type=float, default=600.0)
     ap.add_argument("--peer-rounds", type=int, default=8,
                     help="rounds of the stripe/peer turns per workload (default 8; the "
@@ -786,7 +787,8 @@ def main(argv: list[str] | None = None) -> int:
     from stripe.config import load_config
     kept = []
     for s in args.systems.split(","):
-        missing = missing_cpu_features(load_config(TARGETS[s]).cflags) if TARGETS.get(s) else []
+        configured = TARGETS.get(s) not in (None, "none")
+        missing = missing_cpu_features(load_config(TARGETS[s]).cflags) if configured else []
         if missing:
             print(f"{s} skipped: this CPU lacks {', '.join(missing)}", flush=True)
         else:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create the separate venv holding the optional benchmark peers (PlaidML 0.7, TVM).
+# Create the separate venv holding the optional benchmark peers (PlaidML 0.7, TVM, PyTorch).
 # They are never installed into the project's venv. Each install may fail on its own
 # (PlaidML 0.7 is old and may have no build for this Python); the suite then reports that
 # peer as missing and goes on.
@@ -11,6 +11,10 @@ mkdir -p "$(dirname "$VENV")"
 "$VENV/bin/pip" install -q --upgrade pip numpy
 "$VENV/bin/pip" install plaidml==0.7.0 || echo "setup_peers: plaidml==0.7.0 did not install" >&2
 "$VENV/bin/pip" install apache-tvm || echo "setup_peers: apache-tvm did not install" >&2
+# PyTorch's CPU build (its own index: the default wheel brings the CUDA libraries too)
+"$VENV/bin/pip" install torch --index-url https://download.pytorch.org/whl/cpu \
+    || echo "setup_peers: torch did not install" >&2
 echo "peers venv: $VENV"
 "$VENV/bin/python" -c "import plaidml" 2>/dev/null && echo "plaidml: ok" || echo "plaidml: missing"
 "$VENV/bin/python" -c "import tvm" 2>/dev/null && echo "tvm: ok" || echo "tvm: missing"
+"$VENV/bin/python" -c "import torch" 2>/dev/null && echo "torch: ok" || echo "torch: missing"
