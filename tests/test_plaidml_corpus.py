@@ -32,17 +32,14 @@ import pytest
 from hypothesis import settings
 
 import stripe
-from stripe.codegen.build import missing_cpu_features
-from stripe.config import load_config
+from stripe import host
+from stripe.cflags import cpu_flags
 
 CORPUS = Path(__file__).parent / "golden" / "plaidml"
 
 
-def _host_config() -> str:
-    return "cpu_avx2" if missing_cpu_features(load_config("cpu_avx512").cflags) else "cpu_avx512"
-
-
-CONFIGS = ("cpu_generic", _host_config(), "npu_example")
+CONFIGS = tuple(dict.fromkeys(  # the host's CPU config (cpu_generic on CPUs without AVX2)
+    ("cpu_generic", host.choose_config(cpu_flags(), this_cpu=True), "npu_example")))
 SAMPLE = 12
 
 # entry -> why it fails today, with the owning area ([frontend], [dtypes], [builtins]).
