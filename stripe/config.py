@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .cflags import VALID_CFLAGS, cflag_ok, cflag_problem
-from .target import MAX_UNITS, Compute, Memory, Target
+from .target import KERNEL_KINDS, MAX_UNITS, UNIT_KINDS, Compute, Memory, Target, Unit
 from .yamlread import (
     MAX_FILE_BYTES,
     SIZE_UNITS,
@@ -70,9 +70,13 @@ from .yamlread import (
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-CONFIG_KEYS = ("cflags", "compute", "extends", "memories", "passes", "target")
-MEMORY_KEYS = ("banks", "line", "name", "size")
-COMPUTE_KEYS = ("units", "vector_width", "vector_registers", "prefetch_ahead",
+CONFIG_KEYS = ("cflags", "compute", "extends", "memories", "passes", "target", "units")
+MEMORY_KEYS = ("bandwidth", "banks", "latency", "line", "main", "name", "size")
+UNIT_KEYS = ("bytes_per_cycle", "count", "kind", "macs_per_cycle", "name", "ops_per_cycle",
+             "reaches", "runs")
+COMPUTE_BOOLS = ("host_fallback",)
+COMPUTE_KEYS = ("units", "vector_width", "host_fallback", "clock_mhz", "vector_registers",
+                "prefetch_ahead",
                 "copy_prefetch", "kernel_unroll", "kernel_chains", "kernel_prefetch",
                 "prefetch_writes", "lane_chains")
 MAX_KERNEL_UNROLL = 16  # copies of a kernel's loop body; more only grows the C
@@ -348,7 +352,8 @@ class _PassDraft:
 class _Draft:
     target: str = ""
     memories: dict[str, dict[str, Any]] = field(default_factory=dict)
-    compute: dict[str, int] = field(default_factory=dict)
+    units: dict[str, dict[str, Any]] = field(default_factory=dict)
+    compute: dict[str, int | bool] = field(default_factory=dict)
     cflags: tuple[str, ...] = ()
     passes: list[_PassDraft] = field(default_factory=list)
     by_name: dict[str, _PassDraft] = field(default_factory=dict)
@@ -359,7 +364,8 @@ class _Draft:
         memories = tuple(Memory(**m) for m in self.memories.values())
         passes = tuple(PassEntry(p.name, p.type, RawOptions(tuple(p.options.values())),
                                  p.path, p.line, p.type_line) for p in self.passes)
-        target = Target(self.target, memories, Compute(**self.compute), self.cflags)
+        units = tuple(Unit(**u) for u in self.units.values())
+        target = Target(self.target, memories, Compute(**self.compute), self.cflags, units)
         return Config(source.name, target, passes, source.display, self.extends)
 
 
@@ -390,9 +396,14 @@ def _load_draft(source: _Source, chain: tuple[_Source, ...],
         _merge_memories(f, top["memories"], draft)
     if "compute" in top:
         for key, value in f.mapping(top["compute"], "compute", COMPUTE_KEYS).items():
+            if key in COMPUTE_BOOLS:
+                draft.compute[key] = _boolean(f, value, f"compute {key}")
+                continue
             draft.compute[key] = f.integer(value, f"compute {key}",
                                            minimum=0 if key in COMPUTE_ZERO_OK else 1,
                                            maximum=COMPUTE_MAXIMUM.get(key))
+    if "units" in top:
+        _merge_units(f, top["units"], draft)
     if "cflags" in top:
         draft.cflags = _cflags(f, top["cflags"])
     if "passes" in top:
@@ -427,10 +438,85 @@ def _merge_memories(f: YamlFile, node: yaml.Node, draft: _Draft) -> None:
         for key in ("size", "line"):
             if key in keys:
                 mem[key] = f.size(keys[key], f"{key} of memory '{excerpt(name)}'")
-        if "banks" in keys:
-            mem["banks"] = f.integer(keys["banks"], f"banks of memory '{excerpt(name)}'")
+        for key in ("banks", "bandwidth", "latency"):
+            if key in keys:
+                mem[key] = f.integer(keys[key], f"{key} of memory '{excerpt(name)}'",
+                                     minimum=1 if key == "banks" else 0)
+        if "main" in keys:
+            mem["main"] = _boolean(f, keys["main"], f"main of memory '{excerpt(name)}'")
         if "size" not in mem:
             raise f.error(item, f"memory '{excerpt(name)}' needs the key 'size'")
+    mains = [n for n, m in draft.memories.items() if m.get("main")]
+    if len(mains) > 1:
+        raise f.error(node, f"memories {', '.join(mains)} are all marked main; at most one "
+                      f"memory holds the program buffers")
+
+
+def _boolean(f: YamlFile, node: yaml.Node, what: str) -> bool:
+    value = f.scalar(node)
+    if not isinstance(value, bool):
+        raise f.error(node, f"{what} must be true or false, got {_shown(value)}",
+                      ["true", "false"], "values")
+    return value
+
+
+def _shown(value: object) -> str:
+    return repr(value) if isinstance(value, (str, int, float)) else type(value).__name__
+
+
+def _merge_units(f: YamlFile, node: yaml.Node, draft: _Draft) -> None:
+    """The ``units`` section: declared units merged by name, key by key. Every memory a unit
+    reaches must be declared (by this file or a parent, before this section is read)."""
+    seen: set[str] = set()
+    for item in f.sequence(node, "units"):
+        keys = f.mapping(item, "a unit", UNIT_KEYS, required=("name",))
+        name = f.string(keys["name"], "unit name")
+        if name in seen:
+            raise f.error(keys["name"], f"unit '{excerpt(name)}' is listed twice")
+        if name in draft.memories:
+            raise f.error(keys["name"], f"unit '{excerpt(name)}' has the name of a memory; "
+                          f"units and memories need distinct names")
+        seen.add(name)
+        unit = draft.units.setdefault(name, {"name": name})
+        shown = excerpt(name)
+        if "kind" in keys:
+            kind = f.string(keys["kind"], f"kind of unit '{shown}'")
+            if kind not in UNIT_KINDS:
+                raise f.error(keys["kind"], f"unknown kind '{excerpt(kind)}' of unit '{shown}'",
+                              list(UNIT_KINDS), "kinds")
+            unit["kind"] = kind
+        if "count" in keys:
+            unit["count"] = f.integer(keys["count"], f"count of unit '{shown}'",
+                                      maximum=MAX_UNITS)
+        for key in ("macs_per_cycle", "ops_per_cycle", "bytes_per_cycle"):
+            if key in keys:
+                unit[key] = f.integer(keys[key], f"{key} of unit '{shown}'", minimum=0)
+        if "runs" in keys:
+            runs = []
+            for k in f.sequence(keys["runs"], f"runs of unit '{shown}'"):
+                kind = f.string(k, "a kernel kind")
+                if kind not in KERNEL_KINDS:
+                    raise f.error(k, f"unknown kernel kind '{excerpt(kind)}' in the runs of "
+                                  f"unit '{shown}'", list(KERNEL_KINDS), "kernel kinds")
+                if kind not in runs:
+                    runs.append(kind)
+            unit["runs"] = tuple(runs)
+        if "reaches" in keys:
+            reaches = []
+            for m in f.sequence(keys["reaches"], f"reaches of unit '{shown}'"):
+                mem = f.string(m, "a memory name")
+                if mem not in draft.memories:
+                    raise f.error(m, f"unit '{shown}' reaches '{excerpt(mem)}', which is not a "
+                                  f"declared memory", list(draft.memories), "memories")
+                if mem not in reaches:
+                    reaches.append(mem)
+            unit["reaches"] = tuple(reaches)
+        if unit.get("kind", "compute") == "transfer" and unit.get("runs"):
+            raise f.error(item, f"unit '{shown}' is a transfer unit: it runs no kernels "
+                          f"(remove 'runs')")
+        if unit.get("kind", "compute") == "compute" and "runs" not in unit:
+            raise f.error(item, f"compute unit '{shown}' needs the key 'runs' (the kernel "
+                          f"kinds it runs)", list(KERNEL_KINDS), "kernel kinds")
 
 
 def _cflags(f: YamlFile, node: yaml.Node) -> tuple[str, ...]:

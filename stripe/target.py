@@ -34,6 +34,15 @@ class Memory:
     """Cache line or transfer width in bytes."""
     banks: int = 1
     """Number of banks (or units) the memory is split into."""
+    bandwidth: int = 0
+    """Bytes per cycle the memory delivers to the units that reach it (reads and writes
+    together); 0: not given (the performance model then ignores its traffic)."""
+    latency: int = 0
+    """Cycles from a transfer's request to its first bytes; 0: not given."""
+    main: bool = False
+    """Program buffers (the caller's inputs and outputs, and allocations without a location)
+    live here. At most one memory is main; a config without one has its program buffers in
+    the host's memory."""
 
 
 @dataclass(frozen=True)
@@ -91,12 +100,53 @@ class Compute:
     no ``exp``, ``tanh``, division and the like, which keep the vector units busy anyway;
     see ``stripe.intrinsics``); a float sum is then grouped differently, every term still
     once. 1: one set; at most 16."""
+    host_fallback: bool = True
+    """False: every kernel must run on a declared unit (``Target.unit_decls``) with every
+    access in a memory the unit reaches; compilation fails otherwise (an accelerator
+    without a host to run what was not mapped). True: what no pass maps runs on the host."""
+    clock_mhz: int = 0
+    """The units' clock in MHz, for the performance model; 0: not given."""
     prefetch_writes: int = 0
     """1: a block that works row by row (a row reduction, then the elementwise kernels over
     the row, such as softmax or layer norm fused by ``fuse``) prefetches, for writing, the
     row of every program buffer it writes while its first row reduction reads the row, one
     prefetch per lane group. The output's lines then arrive while the row is reduced
     instead of on the store misses of the row's last pass. 0: no."""
+
+
+UNIT_KINDS = ("compute", "transfer")
+"""What a declared unit does: run kernels, or move data between memories (DMA)."""
+KERNEL_KINDS = ("contraction", "reduction", "eltwise", "fill", "copy", "special")
+"""The kinds of kernel a compute unit may declare it ``runs``: ``contraction`` (a kernel
+tagged ``contraction``), ``reduction`` (another kernel aggregating into its output),
+``eltwise`` (tagged ``eltwise``), ``fill`` (the ``zero`` and ``init`` kernels that set an
+output to a constant), ``copy`` (tagged ``copy``) and ``special`` (a whole-tensor special
+statement)."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A declared hardware unit: a compute unit (a MAC array, a vector unit) or a transfer
+    unit (a DMA engine). Blocks run on it when their ``location`` names it."""
+
+    name: str
+    kind: str = "compute"
+    """One of :data:`UNIT_KINDS`."""
+    count: int = 1
+    """Instances of the unit (a block's location bank selects one)."""
+    runs: tuple[str, ...] = ()
+    """The kernel kinds (:data:`KERNEL_KINDS`) a compute unit runs; empty for a transfer
+    unit."""
+    reaches: tuple[str, ...] = ()
+    """The memories the unit reads and writes (a transfer unit: the memories it moves data
+    between)."""
+    macs_per_cycle: int = 0
+    """Multiply-accumulates per cycle per instance (a contraction's points); 0: not given."""
+    ops_per_cycle: int = 0
+    """Other scalar operations (elementwise results, reduction steps) per cycle per
+    instance; 0: not given."""
+    bytes_per_cycle: int = 0
+    """A transfer unit's bytes per cycle per instance; 0: bounded by the memories only."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +161,20 @@ class Target:
     memories: tuple[Memory, ...] = ()
     compute: Compute = Compute()
     cflags: tuple[str, ...] = ()
+    unit_decls: tuple[Unit, ...] = ()
+    """The declared units (the config's ``units`` section), in the order it lists them."""
+
+    def unit(self, name: str) -> Unit:
+        """The declared unit called ``name``; KeyError when there is none."""
+        for u in self.unit_decls:
+            if u.name == name:
+                return u
+        raise KeyError(name)
+
+    @property
+    def main_memory(self) -> Memory | None:
+        """The memory marked ``main`` (where program buffers live), or None."""
+        return next((m for m in self.memories if m.main), None)
 
     def memory(self, name: str) -> Memory:
         """The memory called ``name``; KeyError when the target has none."""
@@ -149,4 +213,5 @@ no memories declared (no pass runs without a config), and the C back end's SIMD 
 which wider hardware runs as it is. It is fixed, not probed, so that the emitted C is the
 same on every machine."""
 
-__all__ = ["Compute", "DEFAULT_CACHE_LINE", "HOST", "Memory", "Target"]
+__all__ = ["Compute", "DEFAULT_CACHE_LINE", "HOST", "KERNEL_KINDS", "Memory", "Target",
+           "UNIT_KINDS", "Unit"]

@@ -225,7 +225,7 @@ pases:
     assert e.line == 4
     assert e.choices == CONFIG_KEYS
     assert str(e) == (f"unknown key 'pases' in {e.path} line 4; valid keys: "
-                      "cflags, compute, extends, memories, passes, target")
+                      "cflags, compute, extends, memories, passes, target, units")
     assert isinstance(e, StripeError)
 
 
@@ -571,3 +571,72 @@ def test_reading_a_config_needs_no_pass_layer(tmp_path: Path):
 
 ADD = "function (A[N], B[N]) -> (C) { C = A + B; }"
 ADD_INPUTS = {"A": ((4,), "float32"), "B": ((4,), "float32")}
+
+
+# declared units, memory speeds, host_fallback --------------------------------------------------
+
+UNITS_CONFIG = """
+target: t
+memories:
+  - {name: DRAM, size: 1GiB, bandwidth: 16, latency: 100, main: true}
+  - {name: SRAM, size: 256KiB, banks: 4, bandwidth: 64, latency: 2}
+compute: {units: 4, host_fallback: false, clock_mhz: 800}
+units:
+  - {name: PE, count: 4, runs: [contraction, fill], reaches: [SRAM], macs_per_cycle: 64}
+  - {name: DMA, kind: transfer, reaches: [DRAM, SRAM], bytes_per_cycle: 32}
+"""
+
+
+def test_units_memory_speeds_and_host_fallback_are_read(tmp_path: Path):
+    t = load_config(write(tmp_path, UNITS_CONFIG)).target
+    assert t.compute.host_fallback is False and t.compute.clock_mhz == 800
+    assert t.main_memory == t.memory("DRAM")
+    assert (t.memory("SRAM").bandwidth, t.memory("SRAM").latency) == (64, 2)
+    pe, dma = t.unit_decls
+    assert (pe.name, pe.kind, pe.count, pe.runs, pe.reaches, pe.macs_per_cycle) == (
+        "PE", "compute", 4, ("contraction", "fill"), ("SRAM",), 64)
+    assert (dma.kind, dma.reaches, dma.bytes_per_cycle, dma.runs) == (
+        "transfer", ("DRAM", "SRAM"), 32, ())
+    assert t.unit("DMA") is dma
+    assert load_config("cpu_avx2").target.compute.host_fallback is True
+
+
+def test_units_extend_by_name_key_by_key(tmp_path: Path):
+    write(tmp_path, UNITS_CONFIG, "base.yaml")
+    t = load_config(write(tmp_path, """
+target: t2
+extends: base.yaml
+units:
+  - {name: PE, macs_per_cycle: 256}
+  - {name: VPU, runs: [eltwise, reduction], reaches: [SRAM], ops_per_cycle: 16}
+""")).target
+    assert [u.name for u in t.unit_decls] == ["PE", "DMA", "VPU"]
+    assert t.unit("PE").macs_per_cycle == 256 and t.unit("PE").count == 4
+
+
+@pytest.mark.parametrize("units, message", [
+    ("[{name: PE, runs: [contraction], reaches: [L9]}]",
+     "unit 'PE' reaches 'L9', which is not a declared memory"),
+    ("[{name: PE, runs: [matmul], reaches: [SRAM]}]", "unknown kernel kind 'matmul'"),
+    ("[{name: PE, kind: gpu, runs: [eltwise]}]", "unknown kind 'gpu' of unit 'PE'"),
+    ("[{name: PE, reaches: [SRAM]}]", "compute unit 'PE' needs the key 'runs'"),
+    ("[{name: D, kind: transfer, runs: [copy]}]", "is a transfer unit: it runs no kernels"),
+    ("[{name: SRAM, runs: [copy]}]", "has the name of a memory"),
+    ("[{name: PE, runs: [copy]}, {name: PE, runs: [copy]}]", "unit 'PE' is listed twice"),
+])
+def test_unit_errors(tmp_path: Path, units: str, message: str):
+    e = error(tmp_path, f"""
+target: t
+memories:
+  - {{name: SRAM, size: 1KiB}}
+units: {units}
+""")
+    assert message in str(e) and e.line is not None
+
+
+def test_host_fallback_and_main_must_be_booleans(tmp_path: Path):
+    e = error(tmp_path, "target: t\ncompute: {host_fallback: 0}\n")
+    assert "compute host_fallback must be true or false" in str(e) and e.line == 2
+    e = error(tmp_path, "target: t\nmemories:\n  - {name: A, size: 1, main: true}\n"
+              "  - {name: B, size: 1, main: true}\n")
+    assert "A, B are all marked main" in str(e)
