@@ -1,8 +1,8 @@
 """Runs one peer's part of the suite inside the peers venv (see setup_peers.sh).
 
-    <peers-venv>/bin/python -m benchmarks.peer_worker --peer plaidml|tvm|torch --workloads a,b \
+    <peers-venv>/bin/python -m benchmarks.peer_worker --peer plaidml|tvm|torch|ort --workloads a,b \
         --repeats N --warmup W --budget S --out FILE.json
-    <peers-venv>/bin/python -m benchmarks.peer_worker --peer plaidml|tvm|torch --serve
+    <peers-venv>/bin/python -m benchmarks.peer_worker --peer plaidml|tvm|torch|ort --serve
 
 ``--serve`` (what the suite uses): the peer stays loaded and answers requests, one JSON
 object per line on stdin, so that the suite can time it in turns with stripe (see
@@ -10,8 +10,16 @@ object per line on stdin, so that the suite can time it in turns with stripe (se
 a workload; ``{"cmd": "time", "workload": name, "n": k, "warm_s": s}`` runs it untimed for
 at least s seconds (at least once; none if ``"warm": false``) and then k timed calls (the
 answer has their times and the process's CPU time over them, all threads);
-``{"cmd": "quit"}``. Each answer is one line on stdout starting with ``REPLY_MARK`` (the
-peers print their own lines there too).
+``{"cmd": "prepare_model", "key": k, "path": model.onnx, "inputs": x.npz, "ref": ref.npz,
+"save": out.npz, "tol": 1e-3}`` loads a whole ONNX model (ONNX Runtime, or PyTorch through
+onnx2torch), runs it once on the saved inputs, saves its outputs (``save``) or compares them
+with ``ref`` (the largest absolute difference over the largest absolute reference value,
+against ``tol``), and keeps it for ``time`` requests under ``key`` (see
+`benchmarks/models.py`); ``{"cmd": "quit"}``. Each answer is one line on stdout starting
+with ``REPLY_MARK`` (the peers print their own lines there too).
+
+ONNX Runtime (``ort``) runs in the suite's own venv when onnxruntime imports there (it is in
+the project's ``test`` extra), else in the peers venv (`benchmarks.peers.peer_python`).
 
 Needs only numpy and the peer; imports `benchmarks.workloads` for the sources, shapes,
 inputs (same seed, so the same data as the main run) and the numpy reference. Every result
@@ -499,9 +507,218 @@ def torch_builder():  # type: ignore[no-untyped-def]
             return run
         raise NotImplementedError(f"no PyTorch definition of {w.name}")
 
+    def model(path: str, feeds: dict[str, np.ndarray]):  # type: ignore[no-untyped-def]
+        """A whole ONNX model converted by onnx2torch (a torch.fx module of torch.nn
+        layers holding the model's weights), run in eval mode under inference_mode."""
+        import onnx
+
+        onnx2torch = _import_onnx2torch()
+        proto = onnx.load(path)
+        names = [o.name for o in proto.graph.output]
+        order = [i.name for i in proto.graph.input if i.name in feeds]
+        module = onnx2torch.convert(proto).eval()
+        args = [torch.from_numpy(feeds[k]) for k in order]
+
+        def run() -> dict[str, np.ndarray]:
+            with torch.inference_mode():
+                out = module(*args)
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            return {n: o.numpy() for n, o in zip(names, outs)}
+        return run
+
+    build.model = model  # type: ignore[attr-defined]
     build.info = {"torch": torch.__version__,  # type: ignore[attr-defined]
                   "threads": torch.get_num_threads()}
     return build
+
+
+# --------------------------------------------------------------------------- ONNX Runtime
+
+def _peer_threads() -> int:
+    return int(os.environ.get("STRIPE_PEER_THREADS") or len(os.sched_getaffinity(0)))
+
+
+def ort_session(model: object, threads: int,
+                profile: str | None = None):  # type: ignore[no-untyped-def]
+    """An ONNX Runtime session as a user makes one for latency: the default CPU provider,
+    every graph optimisation (ORT_ENABLE_ALL, its default), ``threads`` intra-op threads
+    (the process is pinned to as many CPUs), one inter-op thread, sequential execution.
+    ``model`` is a path or an ``onnx.ModelProto``; ``profile``: ORT's profiler on, its
+    file starting with that prefix."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if profile:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile
+    data = model if isinstance(model, str) else model.SerializeToString()  # type: ignore
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+
+def ort_bound_run(sess, feeds: dict[str, np.ndarray]):  # type: ignore[no-untyped-def]
+    """A call of ``sess`` on ``feeds`` through an I/O binding: the inputs read in place and
+    the outputs written into arrays allocated once (as stripe's ``out=`` and the other
+    peers' preallocated tensors), so no call allocates or copies. Returns ``run() ->
+    {output name: array}``."""
+    first = sess.run(None, feeds)
+    names = [o.name for o in sess.get_outputs()]
+    outs = {n: np.empty_like(a) for n, a in zip(names, first)}
+    binding = sess.io_binding()
+    for name, arr in feeds.items():
+        binding.bind_cpu_input(name, arr)
+    for name, arr in outs.items():
+        binding.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+
+    def run() -> dict[str, np.ndarray]:
+        sess.run_with_iobinding(binding)
+        return outs
+    return run
+
+
+# Inputs of each workload that are a layer's parameters: ONNX Runtime gets them as
+# initializers (constants of the model, as a network holds its weights), which lets it
+# pre-pack them once when the session is made; stripe and the other peers receive them as
+# arguments of every call.
+ORT_WEIGHTS = {"fc_": ("B",), "gemv": ("W",), "conv_": ("F",), "dwconv": ("F",),
+               "gemm_bias_relu": ("B", "Bias"), "layernorm": ("G", "Bias")}
+
+_NCHW = (0, 3, 1, 2)    # NHWC -> NCHW
+
+
+def _to_nhwc(o: np.ndarray) -> np.ndarray:
+    return o.transpose(0, 2, 3, 1)
+
+
+def _checked_output(run, out):  # type: ignore[no-untyped-def]
+    """``out`` in the workload's layout (``run.post``, set by the ONNX Runtime builder)."""
+    post = getattr(run, "post", None)
+    return post(out) if post is not None else out
+
+
+def ort_graph(w: Workload, x: dict[str, np.ndarray]):  # type: ignore[no-untyped-def]
+    """The workload as a small ONNX model in ONNX's own layout: ``(model, feeds, post)``.
+    ``feeds`` are the graph's inputs (NCHW copies of the NHWC arrays for the
+    convolutions, made once, outside the timing), ``post`` turns the graph's output back
+    into the workload's layout for the check only. MatMul for the matmuls (``fc_*``,
+    ``gemv`` with their weights as initializers), one Conv for the convolutions (NCHW, the
+    filter an OIHW initializer; ``group=C`` for the depthwise one), Gemm + Relu,
+    Softmax, LayerNormalization, Mul + Add + Tanh. The weight gradients have no inference
+    operator: NotImplementedError."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    name = w.name
+    weights = next((v for k, v in ORT_WEIGHTS.items() if name.startswith(k)), ())
+    if name.startswith("conv_stem"):
+        weights = ("F",)
+    nodes, inits, feeds = [], [], {}
+    post = None
+
+    def arg(k: str, arr: np.ndarray) -> str:
+        arr = np.ascontiguousarray(arr, np.float32)
+        if k in weights:
+            inits.append(numpy_helper.from_array(arr, k))
+        else:
+            feeds[k] = arr
+        return k
+
+    if name.startswith(("matmul", "fc_", "bmatmul")):
+        nodes.append(helper.make_node("MatMul", [arg("A", x["A"]), arg("B", x["B"])], ["O"]))
+    elif name.startswith("gemv"):
+        nodes.append(helper.make_node("MatMul", [arg("W", x["W"]), arg("X", x["X"])], ["O"]))
+    elif name.startswith(("conv_", "dwconv")):
+        f = x["F"]
+        if name.startswith("dwconv"):                    # (KX, KY, C) -> (C, 1, KX, KY)
+            kern, group = f.transpose(2, 0, 1)[:, None], f.shape[2]
+        else:                                            # HWIO -> OIHW
+            kern, group = f.transpose(3, 2, 0, 1), 1
+        stem = name.startswith("conv_stem")
+        nodes.append(helper.make_node(
+            "Conv", [arg("I", x["I"].transpose(*_NCHW)), arg("F", kern)], ["O"],
+            kernel_shape=list(kern.shape[2:]), group=group,
+            strides=[2, 2] if stem else [1, 1], pads=[0] * 4 if stem else [1] * 4))
+        post = _to_nhwc
+    elif name.startswith("gemm_bias_relu"):
+        nodes += [helper.make_node("Gemm", [arg("A", x["A"]), arg("B", x["B"]),
+                                            arg("Bias", x["Bias"])], ["C"]),
+                  helper.make_node("Relu", ["C"], ["O"])]
+    elif name.startswith("softmax"):
+        nodes.append(helper.make_node("Softmax", [arg("I", x["I"])], ["O"], axis=-1))
+    elif name.startswith("layernorm"):
+        nodes.append(helper.make_node(
+            "LayerNormalization", [arg("X", x["X"]), arg("G", x["G"]), arg("Bias", x["Bias"])],
+            ["O"], axis=-1, epsilon=1e-5))
+    elif name.startswith("tanh_chain"):
+        nodes += [helper.make_node("Mul", [arg("A", x["A"]), arg("B", x["B"])], ["T1"]),
+                  helper.make_node("Add", ["T1", arg("C", x["C"])], ["T2"]),
+                  helper.make_node("Tanh", ["T2"], ["O"])]
+    else:
+        raise NotImplementedError(f"no ONNX Runtime definition of {name}")
+    ins = [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(a.shape))
+           for k, a in feeds.items()]
+    outs = [helper.make_tensor_value_info("O", TensorProto.FLOAT, None)]
+    graph = helper.make_graph(nodes, name, ins, outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, feeds, post
+
+
+def _load_npz(path: str) -> dict[str, np.ndarray]:
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def ort_builder():  # type: ignore[no-untyped-def]
+    """ONNX Runtime's default CPU provider (MLAS), ``STRIPE_PEER_THREADS`` intra-op threads
+    (else the CPUs the process may use), one inter-op thread; each workload as the small
+    model of :func:`ort_graph`, called through an I/O binding (:func:`ort_bound_run`)."""
+    import onnxruntime as ort
+
+    threads = _peer_threads()
+
+    def build(w: Workload, x: dict[str, np.ndarray]):  # type: ignore[no-untyped-def]
+        model, feeds, post = ort_graph(w, x)
+        call = ort_bound_run(ort_session(model, threads), feeds)
+
+        def run() -> np.ndarray:
+            return call()["O"]
+        run.post = post  # type: ignore[attr-defined]
+        return run
+
+    def model(path: str, feeds: dict[str, np.ndarray]):  # type: ignore[no-untyped-def]
+        return ort_bound_run(ort_session(path, threads), feeds)
+
+    build.model = model  # type: ignore[attr-defined]
+    build.info = {"onnxruntime": ort.__version__,  # type: ignore[attr-defined]
+                  "providers": ["CPUExecutionProvider"], "intra_op_num_threads": threads,
+                  "inter_op_num_threads": 1, "graph_optimization_level": "ORT_ENABLE_ALL"}
+    return build
+
+
+def _import_onnx2torch():  # type: ignore[no-untyped-def]
+    """onnx2torch imports torchvision for its NonMaxSuppression and RoiAlign converters
+    only; where torchvision is not installed (no wheel matches the installed torch), a
+    stand-in module lets the other converters load, and a model using those two operators
+    fails to convert."""
+    import types
+
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        tv = types.ModuleType("torchvision")
+        tv.ops = types.ModuleType("torchvision.ops")  # type: ignore[attr-defined]
+
+        def missing(*_a: object, **_k: object) -> None:
+            raise NotImplementedError("torchvision is not installed")
+        tv.ops.roi_align = tv.ops.nms = tv.ops.box_convert = missing  # type: ignore
+        sys.modules.setdefault("torchvision", tv)
+        sys.modules.setdefault("torchvision.ops", tv.ops)  # type: ignore[attr-defined]
+    import onnx2torch
+
+    return onnx2torch
 
 
 # --------------------------------------------------------------------------- driver
@@ -522,11 +739,51 @@ def _reply(obj: dict) -> None:
     print(REPLY_MARK + json.dumps(obj), flush=True)
 
 
+def relative_error(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> float:
+    """The largest ``max|got - want| / max|want|`` over the outputs (``want``'s names);
+    infinite when an output is missing or has another shape."""
+    worst = 0.0
+    for k, ref in want.items():
+        out = got.get(k)
+        if out is None or out.shape != ref.shape:
+            return float("inf")
+        scale = float(np.abs(ref).max()) or 1.0
+        diff = float(np.abs(out.astype(np.float64) - ref).max()) if ref.size else 0.0
+        worst = max(worst, diff / scale)
+    return worst
+
+
+def prepare_model(builder, req: dict):  # type: ignore[no-untyped-def]
+    """Answer a ``prepare_model`` request (module docstring): ``(reply, run or None)``."""
+    make = getattr(builder, "model", None)
+    if make is None:
+        return {"check": "FAILED: this peer runs no whole models"}, None
+    feeds = _load_npz(req["inputs"])
+    try:
+        t0 = time.perf_counter()
+        run = make(req["path"], feeds)
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = run()
+        first = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001
+        return {"check": f"FAILED {type(e).__name__}: {_message(e)}"}, None
+    reply = {"compile_s": compile_s, "first_s": first}
+    if req.get("save"):
+        np.savez(req["save"], **out)
+    if req.get("ref"):
+        err = relative_error(out, _load_npz(req["ref"]))
+        ok = err < float(req.get("tol", 1e-3))
+        reply.update(check=("ok" if ok else "FAILED") + f" relative error {err:.3g}", err=err)
+        return reply, (run if ok else None)
+    reply["check"] = "reference"
+    return reply, run
+
+
 def serve(peer: str) -> int:
     """Answer the suite's requests (see the module docstring) until ``quit`` or EOF."""
     try:
-        builder = {"plaidml": plaidml_builder, "tvm": tvm_builder,
-                   "torch": torch_builder}[peer]()
+        builder = BUILDERS[peer]()
     except Exception as e:  # noqa: BLE001
         _reply({"error": f"{type(e).__name__}: {e}"})
         return 0
@@ -536,7 +793,7 @@ def serve(peer: str) -> int:
         req = json.loads(line)
         if req["cmd"] == "quit":
             break
-        name = req["workload"]
+        name = req.get("workload") or req.get("key")
         if req["cmd"] == "prepare":
             w = by_name()[name]
             x = w.inputs()
@@ -548,6 +805,7 @@ def serve(peer: str) -> int:
                 t0 = time.perf_counter()
                 out = run()
                 first = time.perf_counter() - t0
+                out = _checked_output(run, out)
             except Exception as e:  # noqa: BLE001
                 _reply({"check": f"FAILED {type(e).__name__}: {_message(e)}"})
                 continue
@@ -558,6 +816,11 @@ def serve(peer: str) -> int:
                 runs[name] = run
             _reply({"check": ("ok" if ok else "FAILED") + f" max abs err {err:.3g}",
                     "compile_s": compile_s, "first_s": first})
+        elif req["cmd"] == "prepare_model":
+            reply, run = prepare_model(builder, req)
+            if run is not None:
+                runs[req["key"]] = run
+            _reply(reply)
         elif req["cmd"] == "time":
             run = runs[name]
             if req.get("warm", True):
@@ -574,9 +837,13 @@ def serve(peer: str) -> int:
     return 0
 
 
+BUILDERS = {"plaidml": plaidml_builder, "tvm": tvm_builder, "torch": torch_builder,
+            "ort": ort_builder}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--peer", required=True, choices=["plaidml", "tvm", "torch"])
+    ap.add_argument("--peer", required=True, choices=sorted(BUILDERS))
     ap.add_argument("--workloads", default="")
     ap.add_argument("--serve", action="store_true",
                     help="answer the suite's requests on stdin (module docstring)")
@@ -592,7 +859,7 @@ def main() -> int:
     threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
     res: dict = {"peer": args.peer, "threads": threads, "workloads": {}}
     try:
-        builder = plaidml_builder() if args.peer == "plaidml" else tvm_builder()
+        builder = BUILDERS[args.peer]()
     except Exception as e:  # noqa: BLE001
         res["error"] = f"{type(e).__name__}: {e}"
         print(f"  [{args.peer}] not measured: {res['error']}", flush=True)
@@ -618,6 +885,7 @@ def main() -> int:
             t0 = time.perf_counter()
             out = run()
             first = time.perf_counter() - t0
+            out = _checked_output(run, out)
         except Exception as e:  # noqa: BLE001
             msg = _message(e)
             entry["check"] = f"FAILED {type(e).__name__}: {msg}"

@@ -1,24 +1,29 @@
-"""Optional peers: PlaidML 0.7, TVM (apache-tvm) and PyTorch (CPU), in their own venv.
+"""Optional peers: PlaidML 0.7, TVM (apache-tvm), PyTorch (CPU) and ONNX Runtime.
 
-`benchmarks/setup_peers.sh` creates the venv (default `~/.cache/stripe-bench/peers-venv`,
-or `$STRIPE_BENCH_PEERS_VENV`). The suite never imports a peer into its own process: it
-asks the venv's python whether the peer imports, and would run the peer's part there in a
-subprocess.
+`benchmarks/setup_peers.sh` creates the peers venv (default
+`~/.cache/stripe-bench/peers-venv`, or `$STRIPE_BENCH_PEERS_VENV`). ONNX Runtime (``ort``)
+runs in the suite's own venv when onnxruntime and onnx import there (the project's ``test``
+extra installs them), else in the peers venv (:func:`peer_python`). The suite never imports
+a peer into its own process: it asks the peer's python whether the peer imports, and runs
+the peer's part there in a subprocess.
 
 A peer that imports is run by `benchmarks/peer_worker.py` in that venv (PlaidML 0.7: the
 same Tile sources, every workload; TVM: TE + a simple tiled/vectorised/parallel schedule
 per workload; PyTorch: its matmul, convolution and autograd for the matmuls, the 3x3
-convolutions and their weight gradients), kept loaded as a :class:`PeerServer` that the
+convolutions and their weight gradients; ONNX Runtime: each workload as a one- to
+three-node ONNX model), kept loaded as a :class:`PeerServer` that the
 suite times in turns with stripe. One that does not is reported as "peer X missing (run
 benchmarks/setup_peers.sh)" and the suite goes on.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import select
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -28,7 +33,11 @@ PEERS = {
     "plaidml": "import plaidml; print(getattr(plaidml, '__version__', '?'))",
     "tvm": "import tvm; print(tvm.__version__)",
     "torch": "import torch; print(torch.__version__)",
+    "ort": "import onnx, onnxruntime; print(onnxruntime.__version__)",
 }
+
+OWN_VENV_PEERS = ("ort",)
+"""Peers run by the suite's own python when they import there."""
 
 
 def venv_dir() -> Path:
@@ -38,11 +47,23 @@ def venv_dir() -> Path:
     return Path.home() / ".cache" / "stripe-bench" / "peers-venv"
 
 
-def detect() -> dict[str, dict[str, str]]:
-    """{peer: {"status": "missing"|"present", "version": ..., "message": ...}}."""
-    py = venv_dir() / "bin" / "python"
+def peer_python(peer: str) -> Path:
+    """The python that runs ``peer``: for ONNX Runtime the suite's own when onnxruntime and
+    onnx are importable in it, else (and for every other peer) the peers venv's."""
+    if peer in OWN_VENV_PEERS and all(importlib.util.find_spec(m) is not None
+                                      for m in ("onnx", "onnxruntime")):
+        return Path(sys.executable)
+    return venv_dir() / "bin" / "python"
+
+
+def detect(peers: tuple[str, ...] | None = None) -> dict[str, dict[str, str]]:
+    """{peer: {"status": "missing"|"present", "version": ..., "message": ...}} for ``peers``
+    (default: all of :data:`PEERS`)."""
     out: dict[str, dict[str, str]] = {}
-    for name, probe in PEERS.items():
+    for name in peers or tuple(PEERS):
+        probe = PEERS[name]
+        py = peer_python(name)
+        where = "the suite's venv" if py == Path(sys.executable) else str(venv_dir())
         if not py.exists():
             out[name] = {"status": "missing",
                          "message": f"peer {name} missing (run benchmarks/setup_peers.sh; "
@@ -61,8 +82,8 @@ def detect() -> dict[str, dict[str, str]]:
                          "message": f"peer {name} missing (run benchmarks/setup_peers.sh): "
                                     f"import failed in {py}: {last}"}
         else:
-            out[name] = {"status": "present", "version": r.stdout.strip(),
-                         "message": f"peer {name} {r.stdout.strip()} present in {venv_dir()}, "
+            out[name] = {"status": "present", "version": r.stdout.strip(), "python": str(py),
+                         "message": f"peer {name} {r.stdout.strip()} present in {where}, "
                                     f"run by benchmarks/peer_worker.py in that venv"}
     return out
 
@@ -81,7 +102,7 @@ class PeerServer:
 
     def restart(self) -> None:
         self.close()
-        py = str(venv_dir() / "bin" / "python")
+        py = str(peer_python(self.peer))
         try:
             self.proc = subprocess.Popen(
                 [py, "-m", "benchmarks.peer_worker", "--peer", self.peer, "--serve"],

@@ -1,4 +1,5 @@
-"""The benchmark suite: stripe against numpy (and, when present, PlaidML/TVM).
+"""The benchmark suite: stripe against numpy (and, when present, PlaidML, TVM, PyTorch and
+ONNX Runtime).
 
     python -m benchmarks.run                 # every workload, 1 and 2 threads
     python -m benchmarks.run --quick         # a short smoke run (a few workloads, 3 repeats)
@@ -502,7 +503,10 @@ def _peer_table(run: dict) -> list[str]:
              "interleaved with numpy is in the table above); `paired` = the median over "
              "the rounds of that ratio within each round (the two batches of a round run "
              "within a second of each other, so a slow spell of a shared machine falls on "
-             "both). TVM compiles for AVX2 "
+             "both). ONNX Runtime (`ort`) runs each workload as a one- to three-node ONNX "
+             "model in ONNX's layout (NCHW convolutions), a layer's weights as initializers "
+             "(pre-packed once when the session is made), through an I/O binding. "
+             "TVM compiles for AVX2 "
              "(`-mcpu=haswell`); PlaidML's LLVM CPU device picks its own instruction set "
              "and thread count, so the run is pinned to CPUs "
              f"{run.get('cpus', '(not recorded)')}; `cores` = CPU-seconds per second over "
@@ -745,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
                          "where half of all 32-byte vector accesses cross a cache line)")
     ap.add_argument("--no-pin", action="store_true",
                     help="do not restrict the T-thread run to T CPUs (sched_setaffinity)")
-    ap.add_argument("--peers", default="plaidml,tvm,torch",
+    ap.add_argument("--peers", default="plaidml,tvm,torch,ort",
                     help="peers to run when present in the peers venv (default all; '' none)")
     ap.add_argument("--peer-timeout", type=float, default=600.0)
     ap.add_argument("--peer-rounds", type=int, default=8,
