@@ -78,6 +78,8 @@ from typing import Literal
 
 from stripe import poly, tags
 from stripe.affine import Affine
+from stripe.dtypes import to_dtype
+from stripe.errors import StripeError
 from stripe.ir import (
     AggOp,
     Block,
@@ -139,6 +141,18 @@ class Options(Selection):
     matmul tile reuses each element of ``A`` and ``B`` tens of times; the weights of a
     matrix-vector product are used once, and a copy would only double their traffic."""
 
+    acc_dtype: str = ""
+    """Element type of the local buffers of aggregated integer outputs (an accumulator
+    memory: ``int32`` for int8 MACs); empty: the output's own type. An ``out`` view that
+    aggregates into an integer type narrower than this one is accumulated in this type and
+    converted back to its own type by the copy-out (wrapping, as every integer operation
+    of the program does, so the result is exactly the program's). Float and bool outputs,
+    and integers at least as wide, keep their type."""
+
+    init_loc: str = ""
+    """The unit named by the location of the identity fills (``cache_init`` blocks) of
+    aggregated outputs; empty: no location (the unit of the enclosing block)."""
+
     row_pad: int = 0
     """Elements of padding after every row (innermost dimension) of a cached buffer of rank 2
     or more: the outer strides are those of rows ``row_pad`` longer than the box. A CPU
@@ -155,6 +169,20 @@ class Options(Selection):
             raise ValueError(f"min_reuse must be >= 0, got {self.min_reuse}")
         if self.row_pad < 0:
             raise ValueError(f"row_pad must be >= 0, got {self.row_pad}")
+        if self.acc_dtype:
+            try:
+                acc = to_dtype(self.acc_dtype)
+            except StripeError:
+                acc = None
+            if acc is None or not acc.is_int:
+                valid = ", ".join(d.long_name for d in DType if d.is_int)
+                raise ValueError(f"acc_dtype must be an integer type ({valid}), "
+                                 f"got {self.acc_dtype!r}")
+
+    @property
+    def acc(self) -> DType | None:
+        """The accumulator type (``acc_dtype``), or None."""
+        return to_dtype(self.acc_dtype) if self.acc_dtype else None
 
 
 def run(block: Block, options: Options, target: Target) -> Block:
@@ -207,7 +235,7 @@ def _cache_block(child: Block, parent: Block, ancestors: tuple[Block, ...],
             continue
         name = fresh_name(f"{r.from_}_{options.mem_loc.lower()}", taken)
         decl = parent.ref(r.from_)
-        shape = _padded(r.dtype, box.extent, options.row_pad)
+        shape = _padded(_local_dtype(r, options), box.extent, options.row_pad)
         copies = _copies(child, r, decl, name, shape, box.lo, ancestors, options)
         if copies is None:
             continue
@@ -215,9 +243,12 @@ def _cache_block(child: Block, parent: Block, ancestors: tuple[Block, ...],
         bank = decl.location.bank if options.mem_bank is None else Affine.of(options.mem_bank)
         allocs.append(Refinement(RefDir.NONE, "", name, tuple(Affine() for _ in box.lo), shape,
                                  location=Location(options.mem_loc, bank)))
-        new = _repoint(new, r, name, box, shape.strides)
+        new = _repoint(new, r, name, box, shape)
         if r.dir is RefDir.OUT and r.agg_op is not AggOp.ASSIGN:
-            before.append(_fill(child, r, name, shape))
+            fill = _fill(child, r, name, shape)
+            if options.init_loc:
+                fill = fill.replace(location=Location(options.init_loc))
+            before.append(fill)
         before += copies[:1] if r.dir.reads else []
         if r.dir.writes and r.agg_op is AggOp.ASSIGN and not _writes_whole_box(child, r):
             after.append(_mirror_out(copies[1], child, r, box.lo))
@@ -307,13 +338,43 @@ def _padded(dtype: DType, extent: tuple[int, ...], row_pad: int) -> TensorShape:
     return TensorShape.packed(dtype, extent).with_strides(longer.strides)
 
 
+def _local_dtype(r: Refinement, options: Options) -> DType:
+    """The element type of ``r``'s local buffer: ``acc_dtype`` for an aggregated ``out``
+    view of a narrower integer type, else ``r``'s own."""
+    acc = options.acc
+    if (acc is not None and r.dir is RefDir.OUT and r.agg_op is not AggOp.ASSIGN
+            and r.dtype.is_int and r.dtype.itemsize < acc.itemsize):
+        return acc
+    return r.dtype
+
+
 def _repoint(child: Block, r: Refinement, name: str, box: poly.Box,
-             strides: tuple[int, ...]) -> Block:
-    """``child`` whose view ``r`` views ``name`` (moved by ``-box.lo``, local strides)."""
+             local: TensorShape) -> Block:
+    """``child`` whose view ``r`` views ``name`` (moved by ``-box.lo``, the local buffer's
+    strides and element type)."""
     access = tuple(a - lo for a, lo in zip(r.access, box.lo))
-    new = with_field(r, from_=name, access=access, shape=r.shape.with_strides(strides))
+    shape = TensorShape(local.dtype, tuple(TensorDim(d.size, st) for d, st in
+                                           zip(r.shape.dims, local.strides)))
+    new = with_field(r, from_=name, access=access, shape=shape)
     refs = tuple(new if o.into == r.into else o for o in child.refs)
-    return restride_below(child.replace(refs=refs), r.into, strides)
+    child = restride_below(child.replace(refs=refs), r.into, local.strides)
+    return _retype_below(child, r.into, local.dtype) if local.dtype != r.dtype else child
+
+
+def _retype_below(block: Block, name: str, dtype: DType) -> Block:
+    """``block`` whose descendants' views of ``name`` (and of those views) have element
+    type ``dtype`` (their stores convert to it, their loads read it)."""
+    stmts = []
+    for s in block.stmts:
+        if isinstance(s, Block):
+            for v in s.refs:
+                if v.from_ == name:
+                    shape = TensorShape(dtype, v.shape.dims)
+                    s = s.replace(refs=tuple(with_field(o, shape=shape) if o is v else o
+                                             for o in s.refs))
+                    s = _retype_below(s, v.into, dtype)
+        stmts.append(s)
+    return block.replace(stmts=tuple(stmts))
 
 
 def _fresh_idxs(extent: tuple[int, ...], taken: set[str]) -> tuple[Index, ...]:
@@ -405,9 +466,10 @@ def _guard(copy: Block, ancestors: tuple[Block, ...]) -> Block | None:
             for k in range(j, len(chain) - 1):
                 mapping = names[len(chain) - 2 - k]
                 for d, a in enumerate(chain[k].access):
-                    if any(v not in mapping for v in a.vars()):
+                    moved = _in_parent(a, mapping)
+                    if moved is None:
                         return None  # an index of that level the parent does not receive
-                    coords[d] = coords[d] + a.substitute(mapping)
+                    coords[d] = coords[d] + moved
             for c, n in zip(coords, chain[j - 1].shape.sizes):
                 for e in (c, n - 1 - c):
                     if e not in cons and not poly.implied_in(ancestors + (guarded,), e):
@@ -418,23 +480,39 @@ def _guard(copy: Block, ancestors: tuple[Block, ...]) -> Block | None:
         return None
 
 
-def _names_in_parent(ancestors: tuple[Block, ...], levels: int) -> list[dict[str, Affine]]:
+def _names_in_parent(ancestors: tuple[Block, ...],
+                     levels: int) -> list[dict[str, tuple[Affine, int]]]:
     """For the parent (``ancestors[-1]``) and the ``levels - 1`` blocks above it, each
-    level's indexes as affines of the parent's: its own, then, going up, every index that a
-    passed-in index of the level below follows one to one (``p = g + c:1`` gives
-    ``g = p - c``, ``p = -g + c`` gives ``g = c - p``). Indexes that reach the parent no
-    other way are missing."""
-    maps = [{n: Affine.of(n) for n in ancestors[-1].idx_names}]
+    level's indexes ``g`` as a pair ``(e, s)`` with ``s * g == e``, ``e`` an affine of the
+    parent's indexes and ``s >= 1``: the parent's own (``(g, 1)``), then, going up, every
+    index that a passed-in index of the level below follows (``p = c*g + k:1`` gives
+    ``c*g = p - k``: a share of units or a tile whose origin is passed in as ``m_0 = 5*m``).
+    Indexes that reach the parent no other way are missing."""
+    maps: list[dict[str, tuple[Affine, int]]] = [
+        {n: (Affine.of(n), 1) for n in ancestors[-1].idx_names}]
     for i in range(1, min(levels, len(ancestors))):
         below, up = ancestors[-i], {}
         for ix in below.idxs:
             a = ix.affine
-            if (ix.is_passed_in and ix.name in maps[-1] and len(a.terms) == 1
-                    and a.terms[0][1] in (1, -1)):
+            if ix.is_passed_in and ix.name in maps[-1] and len(a.terms) == 1:
                 g, c = a.terms[0]
-                up.setdefault(g, (maps[-1][ix.name] - a.const) * c)
+                e, s = maps[-1][ix.name]  # s*p == e and p == c*g + k: s*c*g == e - s*k
+                e, s = e - s * a.const, s * c
+                up.setdefault(g, (e, s) if s > 0 else (e * -1, -s))
         maps.append(up)
     return maps
+
+
+def _in_parent(a: Affine, mapping: dict[str, tuple[Affine, int]]) -> Affine | None:
+    """``a`` over the parent's indexes (``mapping`` from :func:`_names_in_parent`), or None
+    when one of its indexes is missing or its coefficient is not a multiple of the scale."""
+    out = Affine((), a.const)
+    for n, c in a.terms:
+        if n not in mapping or c % mapping[n][1]:
+            return None
+        e, s = mapping[n]
+        out = out + e * (c // s)
+    return out
 
 
 def _prune_passed(copy: Block) -> Block:
