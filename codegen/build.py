@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import TypeVar
 
 from stripe import cflags as _cflags
+from stripe import progress as _progress
 from stripe.errors import StripeError
 
 CDEF = ("int stripe_run(void **args); void stripe_stats(int64_t *out); "
@@ -442,6 +443,7 @@ def _compile_into(name: str, module_name: str, source: str, flags: tuple[str, ..
                        extra_link_args=(["-fopenmp"] if openmp else [])
                        + [f for f in flags if f in _LINKED], libraries=["m"])
         build_count += 1
+        _progress.step("compile C")
         log = os.environ.get(_BUILD_LOG)
         if log:
             with open(log, "a") as f:
