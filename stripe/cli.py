@@ -40,6 +40,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,6 +55,7 @@ from .interp import interpret
 from .ir import Block
 from .limits import check_bytes
 from .passes.manager import describe_passes, run_pipeline
+from .perfmodel import format_model
 from .printer import print_ir
 from .tile import lower
 
@@ -280,8 +282,15 @@ def dump_name(pass_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", pass_name)[:64] or "_"
 
 
-def format_stats(stats: dict[str, dict[str, int]]) -> str:
-    """The counters of ``Program.stats()`` as a table (one row per memory or unit)."""
+def format_stats(stats: dict[str, dict[str, Any]]) -> str:
+    """The counters of ``Program.stats()`` as a table (one row per memory or unit), then
+    its performance model (``"model"``, :func:`stripe.perfmodel.format_model`) when there
+    is one."""
+    model = stats.get("model")
+    stats = {k: v for k, v in stats.items() if k != "model"}
+    if model is not None:
+        counters = format_stats(stats) if stats else "stats: no counters"
+        return counters + "\n" + format_model(model)
     if not stats:
         return "stats: no transfers, local allocations or stencils in this program"
     cols = sorted({m for row in stats.values() for m in row})
@@ -299,7 +308,8 @@ def _compile(program: Block, target: str) -> Program:
     config = load_config(target)
     final, trace = run_pipeline(program, config, verify=True)
     flags, vector = build_settings(config)  # the C that stripe.compile builds for it
-    return compile_program(final, trace, flags=flags, vector=vector)
+    return compile_program(final, trace, flags=flags, vector=vector, target=config.target,
+                           decided=True)
 
 
 def _error(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
@@ -366,7 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--interpret", action="store_true",
                             help="run with the reference interpreter only")
             sp.add_argument("--stats", action="store_true",
-                            help="print bytes moved, transfers and peak use per memory")
+                            help="print bytes moved, transfers and peak use per memory, and "
+                                 "the performance model of a target with units")
             sp.add_argument("--seed", type=_count(0, 2**63 - 1), default=0,
                             help="seed of the random inputs (default 0)")
             sp.add_argument("--repeat", type=_count(1, MAX_REPEAT), default=5,
