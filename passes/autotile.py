@@ -69,7 +69,12 @@ and the last kept), and at most ``max_tiles`` tiles are costed per block, the ch
 far winning when the budget runs out.
 
 The block is left unchanged when it has no index to split, when no tile fits the caps, or
-when the best tile is the whole block.
+when the best tile is the whole block -- unless ``tile_whole`` is set: then a block whose
+whole fits the caps (the best tile is the whole block, or the block has no index to split)
+is still rewritten, into an outer block over one tile (no indexes but its passed-in ones)
+holding the inner block over all of it, so that the passes that select the tags of
+``outer_set`` and ``inner_set`` (staging into a local memory, sharing among units) see every
+selected block, whatever its size.
 
 Preconditions: valid IR (``stripe.verify``). Postconditions: valid IR with the same
 meaning: every point of the original block runs exactly once, as the point
@@ -244,6 +249,12 @@ class Options(Selection):
     divisors and powers of two below it (720720 has 240 divisors) keeps this many of them,
     evenly spaced in the ascending list, the smallest and the range itself included."""
 
+    tile_whole: bool = False
+    """Rewrite into outer and inner blocks also a block that is one tile: its best tile is
+    the whole block, or it has no index to split and its whole fits the size caps. An
+    accelerator whose units only run what is staged in their local memory needs the
+    outer/inner structure for every kernel, however small."""
+
     max_tiles: int = 40000
     """At most this many tiles costed per block (the search's budget); 0: no limit. The
     search grows with the product of the indexes' candidate counts (a 12-index contraction
@@ -296,8 +307,12 @@ def _autotile(block: Block, site: Site, options: Options) -> Block:
     if any(r.fresh for r in block.refs):
         return block  # a fresh view's instance is the whole block (see fold_init)
     best = choose_tile(block, options, ancestors=site.domains, path=site.path)
-    if best is None or all(t == block.idx(n).range for n, t in best.tile
-                           if not block.idx(n).is_passed_in):
+    if best is None and options.tile_whole and not _free_indexes(block, options):
+        whole = tile_cost(block, {}, options, ancestors=site.domains)
+        best = None if _over_size_caps(whole, options) else whole
+    if best is None or (not options.tile_whole
+                        and all(t == block.idx(n).range for n, t in best.tile
+                                if not block.idx(n).is_passed_in)):
         return block
     return apply_tile(block, dict(best.tile), ancestors=site.domains, flip=options.flip,
                       outer_set=options.outer_set, inner_set=options.inner_set,

@@ -49,6 +49,7 @@ from stripe.dtypes import DType
 from stripe.errors import StripeError, VerifyError
 from stripe.interp import interpret
 from stripe.ir import Block
+from stripe.mapping import check_mapping
 from stripe.passes import REGISTRY, option_docs
 from stripe.passes.select import OutOfTime, time_budget
 from stripe.target import Target
@@ -229,7 +230,11 @@ def run_pipeline(program: Block, config: Config, *, verify: bool = False, check:
     mistakes surface before any pass runs. ``seconds`` is the compile-time budget
     (:func:`compile_seconds`); past it, :class:`OutOfTime` names the pass and the block.
     ``timings``, when given, receives ``(entry name, seconds in the pass, seconds in
-    verifying and checking its result)`` for every entry run, in order."""
+    verifying and checking its result)`` for every entry run, in order. When the target has
+    no host fallback (``compute.host_fallback: false``), the final program must map every
+    kernel onto the target's units and memories (:func:`stripe.mapping.check_mapping`),
+    else :class:`stripe.mapping.MappingError` names the block and the passes that should
+    have mapped it."""
     config = resolve(config)
     budget = compile_seconds(seconds)
     start = time.monotonic()
@@ -267,6 +272,8 @@ def run_pipeline(program: Block, config: Config, *, verify: bool = False, check:
                                                  else ""))
             trace.append((entry.name, new))
             block = new
+    if not config.target.compute.host_fallback:
+        check_mapping(block, config.target, pipeline(config))
     return block, trace
 
 
