@@ -288,7 +288,7 @@ class Layer:
 
 def conv_layers(model: object) -> list[Layer]:
     """The distinct Conv + BatchNormalization layers of ``model`` (an ``onnx.ModelProto``
-    of a ResNet or MobileNet built by examples/models, input 224x224), the batch norm
+    of a ResNet or MobileNet as examples/models builds them: fixed image sizes), the batch norm
     folded into the kernel and bias (float64, then float32), in graph order, one per
     shape (input size, channels, kernel, stride, groups 1), with the number of layers of
     that shape."""
@@ -297,7 +297,8 @@ def conv_layers(model: object) -> list[Layer]:
     inferred = shape_inference.infer_shapes(model)  # type: ignore[arg-type]
     shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
               for vi in inferred.graph.value_info}
-    shapes["input"] = [1, 3, 224, 224]
+    for vi in model.graph.input:  # type: ignore[attr-defined]
+        shapes[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}  # type: ignore
     consumers: dict[str, list] = {}
     for node in model.graph.node:  # type: ignore[attr-defined]

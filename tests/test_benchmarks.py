@@ -118,3 +118,49 @@ def test_the_gradient_workloads_are_what_stripe_gradient_writes():
         x = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
         got = stripe.interpret(stripe.lower(src, x), x)[out]
         np.testing.assert_allclose(got, ref(**x), rtol=1e-4, atol=1e-4)
+
+
+def test_onnx_runtime_runs_every_inference_workload_family_as_its_onnx_graph():
+    """Each workload family as the small ONNX model ONNX Runtime runs in the suite (the
+    per-operation peer), on small shapes: its result, back in the workload's layout, is
+    numpy's. The weight gradients have no inference operator."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    from benchmarks import peer_worker as pw
+    from benchmarks import workloads as wl
+
+    tiny = {"matmul_1024": {"A": (5, 7), "B": (7, 3)},
+            "bmatmul_16x10x500x64": {"A": (2, 5, 7), "B": (2, 7, 3)},
+            "fc_m1": {"A": (1, 9), "B": (9, 4)},
+            "gemv_1000x2048": {"W": (6, 9), "X": (9,)},
+            "conv_56x56x64": {"I": (1, 6, 5, 3), "F": (3, 3, 3, 4)},
+            "conv_stem_7x7s2": {"I": (1, 15, 15, 3), "F": (7, 7, 3, 8)},
+            "dwconv_112x112x32": {"I": (1, 6, 6, 8), "F": (3, 3, 8)},
+            "gemm_bias_relu_1024": {"A": (5, 7), "B": (7, 3), "Bias": (3,)},
+            "softmax_4096x1024": {"I": (4, 9)},
+            "layernorm_4096x1024": {"X": (4, 9), "G": (9,), "Bias": (9,)},
+            "tanh_chain_16M": {"A": (4, 9), "B": (4, 9), "C": (4, 9)}}
+    build = pw.ort_builder()
+    for name, w in wl.by_name().items():
+        if w.group == "gradient":
+            with pytest.raises(NotImplementedError):
+                pw.ort_graph(w, w.inputs())
+            continue
+        prefix = next(k for k in tiny if name.split("_")[0] == k.split("_")[0]
+                      and (name.startswith("conv_stem") == k.startswith("conv_stem")))
+        small = wl.Workload(name, w.group, w.source, tiny[prefix], w.numpy_fn, 0, "")
+        x = small.inputs()
+        run = build(small, x)
+        got = pw._checked_output(run, run())
+        np.testing.assert_allclose(got, w.numpy_fn(**x), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_onnx_runtime_runs_in_the_suites_own_venv_when_it_imports_there():
+    from benchmarks import peers
+
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    assert peers.peer_python("ort") == Path(sys.executable)
+    assert peers.peer_python("tvm") == peers.venv_dir() / "bin" / "python"
