@@ -23,7 +23,9 @@ Two inputs, documented in ``docs/perfmodel.md``:
 Then, with the target's numbers (``Memory.bandwidth``/``latency``, ``Unit.macs_per_cycle``/
 ``ops_per_cycle``/``bytes_per_cycle`` and ``count``, ``Compute.clock_mhz``):
 
-* a unit's busy cycles = its work / (throughput x count);
+* a unit's busy cycles = its work / (throughput x the instances the work is spread over:
+  the distinct banks of the block's location, ``PE[u]`` over 4 values of ``u`` is 4, at most
+  ``count``); its utilisation = work / (throughput x count x the program's cycles);
 * a memory's transfer cycles = bytes / bandwidth + latency x transfers touching it; a transfer
   unit's = bytes / (bytes_per_cycle x count);
 * a group's compute C = the busy cycles of the compute units for its own work plus the cycles
@@ -32,8 +34,8 @@ Then, with the target's numbers (``Memory.bandwidth``/``latency``, ``Unit.macs_p
 * a group's cycles = C + T, or, for a stage whose schedule overlaps its transfers with its
   compute (double buffering, :data:`OVERLAP_TAG`), max(C, T) + min(C, T) / N over its N
   executions (one execution's shorter part is not hidden: the pipeline's fill);
-* the program's cycles = the sum over the outermost groups; utilisation = busy cycles /
-  the program's cycles.
+* the program's cycles = the sum over the outermost groups; a memory's utilisation = bytes /
+  bandwidth / the program's cycles.
 
 Work on no declared unit (the host), work of a kind a unit gives no throughput for, and the
 traffic of a memory without a bandwidth are reported in ``not_modelled``, never guessed.
@@ -76,6 +78,9 @@ class Group:
     parent: int | None
     work: dict[tuple[str, str], int] = field(default_factory=dict)
     """(unit name, work kind) -> amount; the unit is :data:`HOST` when none is declared."""
+    spread: dict[tuple[str, str], float] = field(default_factory=dict)
+    """(unit name, work kind) -> the amount divided by the instances of the unit it is shared
+    among (the distinct banks of the locations that put it there)."""
     bytes_in: dict[str, int] = field(default_factory=dict)
     """Counter memory name -> bytes stored into it by transfer blocks."""
     bytes_out: dict[str, int] = field(default_factory=dict)
@@ -112,7 +117,7 @@ class _Walk:
     """The pre-order walk of :func:`profile`."""
 
     def __init__(self, target: Target) -> None:
-        self.unit_names = {u.name for u in target.unit_decls}
+        self.unit_counts = {u.name: u.count for u in target.unit_decls}
         self.groups: list[Group] = []
         self._counts: dict[tuple[int, ...], int] = {}
         self.kernel_tags: frozenset[str] = frozenset()
@@ -131,7 +136,8 @@ class _Walk:
         return self._counts[key]
 
     def block(self, b: Block, path: tuple[Block, ...], where: str, memories: dict[str, str],
-              unit: str, in_transfer: bool, group: int | None, stage: int | None) -> None:
+              unit: tuple[str, int], in_transfer: bool, group: int | None,
+              stage: int | None) -> None:
         path = path + (b,)
         where = f"{where}/{b.name}" if where else b.name
         mems = {}
@@ -140,8 +146,8 @@ class _Walk:
                 mems[r.into] = r.location.name or MAIN_COUNTER
             else:
                 mems[r.into] = memories.get(r.from_, MAIN_COUNTER)
-        if b.location.name in self.unit_names:
-            unit = b.location.name
+        if b.location.name in self.unit_counts:
+            unit = (b.location.name, self.instances(path, b.location.name))
         entering = tags.TRANSFER in b.tags and not in_transfer
         if tags.SCHEDULED in b.tags:
             self.groups.append(Group(b.name, where, "stage", self.points(path),
@@ -167,9 +173,30 @@ class _Walk:
             if isinstance(s, Block):
                 self.block(s, path, where, mems, unit, in_transfer, group, stage)
 
-    def leaf(self, b: Block, stmts: list[Any], n: int, mems: dict[str, str], unit: str,
-             in_transfer: bool, g: Group) -> None:
-        """The work of ``n`` executions of ``b``'s own statements."""
+    def instances(self, path: tuple[Block, ...], name: str) -> int:
+        """The instances of unit ``name`` that the last block of ``path`` is spread over:
+        the distinct values of its location's bank (one for a constant bank), at most the
+        unit's count."""
+        bank = path[-1].location.bank
+        if bank.is_const:
+            return 1
+        nest = poly.nested_domain(path)
+        try:
+            span = nest.bounds(nest.expr(len(path) - 1, bank))
+        except ValueError:  # unbounded: spread over every instance
+            span = None
+        used = span[1] - span[0] + 1 if span is not None else self.unit_counts[name]
+        return max(1, min(used, self.unit_counts[name]))
+
+    def leaf(self, b: Block, stmts: list[Any], n: int, mems: dict[str, str],
+             unit: tuple[str, int], in_transfer: bool, g: Group) -> None:
+        """The work of ``n`` executions of ``b``'s own statements on ``unit`` (its name and
+        the instances the work is spread over)."""
+        def work(kind: str, amount: int) -> None:
+            if amount:
+                key = (unit[0], kind)
+                g.work[key] = g.work.get(key, 0) + amount
+                g.spread[key] = g.spread.get(key, 0.0) + amount / unit[1]
         if in_transfer:
             for s in stmts:
                 if isinstance(s, Load):
@@ -177,17 +204,17 @@ class _Walk:
                 elif isinstance(s, Store):
                     size = n * b.ref(s.into).dtype.itemsize
                     _add(g.bytes_in, mems[s.into], size)
-                    _add(g.work, (unit, "bytes"), size)
+                    work("bytes", size)
             return
         aggregating = sum(1 for s in stmts if isinstance(s, Store)
                           and b.ref(s.into).agg_op is not AggOp.ASSIGN)
         if aggregating and tags.CONTRACTION in self.kernel_tags:
-            _add(g.work, (unit, "macs"), n * aggregating)
+            work("macs", n * aggregating)
             return
         ops = aggregating + sum(1 for s in stmts if isinstance(s, Intrinsic))
         ops += sum(math.prod(b.ref(o).shape.sizes) for s in stmts if isinstance(s, Special)
                    for o in s.outputs)
-        _add(g.work, (unit, "ops"), n * max(ops, 1))
+        work("ops", n * max(ops, 1))
 
 
 
@@ -211,7 +238,7 @@ def profile(program: Block, target: Target) -> Profile:
                 visit(s, path, where, mems)
                 continue
             walk.kernel_tags = s.tags
-            walk.block(s, path, where, mems, HOST, False, None, None)
+            walk.block(s, path, where, mems, (HOST, 1), False, None, None)
 
     visit(program, (), "", {})
     return Profile(tuple(walk.groups))
@@ -221,15 +248,15 @@ def profile(program: Block, target: Target) -> Profile:
 
 
 def _unit_cycles(g: Group, target: Target) -> dict[str, float]:
-    """Busy cycles of each declared unit for ``g``'s own work (kinds it gives a rate for)."""
+    """Busy cycles of each declared unit for ``g``'s own work (kinds it gives a rate for):
+    the work over the rate of the instances it is spread over."""
     out: dict[str, float] = {}
-    for (name, kind), amount in g.work.items():
+    for (name, kind), amount in g.spread.items():
         if name == HOST:
             continue
-        u = target.unit(name)
-        rate = getattr(u, _RATE[kind])
+        rate = getattr(target.unit(name), _RATE[kind])
         if rate:
-            out[name] = out.get(name, 0.0) + amount / (rate * u.count)
+            out[name] = out.get(name, 0.0) + amount / rate
     return out
 
 
@@ -346,9 +373,11 @@ def model(prof: Profile, target: Target, measured: Mapping[str, Mapping[str, int
                 for kind in WORK_KINDS}
         rated = any(getattr(u, _RATE[k]) for k in WORK_KINDS)
         busy = unit_busy.get(u.name, 0.0) if rated else None
+        full = sum(v / (getattr(u, _RATE[k]) * u.count) for k, v in work.items()
+                   if getattr(u, _RATE[k]))  # cycles of all its instances at their rate
         units[u.name] = {"count": u.count, **{k: v for k, v in work.items() if v},
                          "busy_cycles": None if busy is None else round(busy, 3),
-                         "utilisation": None if busy is None else ratio(busy)}
+                         "utilisation": None if busy is None else ratio(full)}
     memories: dict[str, dict[str, Any]] = {}
     for c in counters:
         mem = memory_of[c]
