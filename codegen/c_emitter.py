@@ -58,7 +58,15 @@ from stripe.target import HOST, Compute, Target
 
 from .c_kernels import KernelWriter
 from .c_loops import LoopWriter
-from .c_runtime import OVERLAP, PRELUDE, BufferSpec, CProgram, overwritten_first, stats_functions
+from .c_runtime import (
+    OVERLAP,
+    PRELUDE,
+    BufferSpec,
+    CProgram,
+    overwritten_first,
+    plan_temporaries,
+    stats_functions,
+)
 from .c_text import (
     C_TYPES,
     C_VALUES,
@@ -88,6 +96,9 @@ class _Emitter(LoopWriter, KernelWriter):
         # the block whose body is being written and the rows of program buffers it writes
         # (Compute.prefetch_writes); emptied once its first row reduction prefetched them
         self.row_writes: tuple[Block, list[View]] | None = None
+        # (id of the block ordering the program, statement position) -> the program's tmp
+        # buffers (C name, bytes) cleared right before that statement, where they start to live
+        self.zero_at: dict[tuple[int, int], list[tuple[str, int]]] = {}
 
     def count(self, name: str, amount: str | int) -> None:
         """Emit code that adds ``amount`` to run-time counter ``name``: to the thread's own
@@ -123,9 +134,6 @@ class _Emitter(LoopWriter, KernelWriter):
     def program(self, root: Block) -> CProgram:
         scope = Scope()
         buffers: list[BufferSpec] = []
-        frees: list[str] = []
-        codes: list[int] = []
-        zeroed: list[tuple[str, int]] = []  # (buffer, bytes) to clear once all are allocated
         user = [r for r in root.refs if r.is_alloc and r.dir is not RefDir.NONE]
         for k, r in enumerate(user):
             cname = self.fresh("b")
@@ -139,49 +147,55 @@ class _Emitter(LoopWriter, KernelWriter):
                                       r.dir.writes))
         self.overlap_checks(user, scope)
         block_uses: dict = {}  # overwritten_first's cache, for the blocks of this root
-        for r in root.refs:
-            if r in user:
-                continue
+        tmps = [r for r in root.refs if r not in user]
+        for r in tmps:
             if not r.is_alloc:
                 raise IRError(f"root refinement '{r.into}' views a missing parent", root.name)
+        plan = plan_temporaries(root, {r.into: max(r.shape.span, 1) * r.dtype.itemsize
+                                       for r in tmps})
+        if root.idxs or root.constraints:
+            raise IRError("the program block must have no indexes or constraints", root.name)
+        arena = "stripe_arena"
+        if tmps:
+            # one 64-byte aligned allocation (as the outputs Program.run allocates,
+            # stripe.arrays: a vector load or store that crosses a cache line costs two)
+            # holds every tmp buffer at its offset of the liveness plan
+            what = (f"the program's tmp buffer '{tmps[0].into}'" if len(tmps) == 1 else
+                    f"the program's tmp buffers {_listed([r.into for r in tmps])}")
+            note = (comment_name(tmps[0].into) if len(tmps) == 1 else
+                    f"{len(tmps)} tmp buffers, {plan.unshared} bytes apart, shared by liveness")
+            self.line(f"char *{arena} = (char *)aligned_alloc(64, {plan.total});  /* {note} */")
+            code = self.heap_code(what, plan.total)
+            self.line(f"if (!{arena}) return {code};")
+        for r in tmps:
             cname = self.fresh("b")
             ctype = C_TYPES[r.dtype]
-            # 64-byte aligned, as the outputs Program.run allocates (stripe.arrays): a vector
-            # load or store that crosses a cache line costs two
             nbytes = -(-max(r.shape.span, 1) * r.dtype.itemsize // 64) * 64
+            at = plan.offsets[r.into]
             if overwritten_first(root, r, block_uses):
-                self.line(f"{ctype} *{cname} = ({ctype} *)aligned_alloc(64, {nbytes});  "
-                          f"/* {comment_name(r.into)}: wholly written before any read */")
+                how = "wholly written before any read"
+            elif r.into in plan.first:  # cleared where it starts to live
+                how = "zeroed at its first use"
+                self.zero_at.setdefault((id(plan.seq), plan.first[r.into]), []).append(
+                    (cname, nbytes))
             else:
-                self.line(f"{ctype} *{cname} = ({ctype} *)aligned_alloc(64, {nbytes});  "
-                          f"/* {comment_name(r.into)}: zeroed below */")
-                zeroed.append((cname, nbytes))
-            frees.append(cname)
-            codes.append(self.heap_code(f"the program's tmp buffer '{r.into}'",
-                                        max(r.shape.span, 1) * r.dtype.itemsize))
+                how = "never used"
+            self.line(f"{ctype} *{cname} = ({ctype} *)({arena} + {at});  "
+                      f"/* {comment_name(r.into)}: bytes {at} to {at + nbytes}, {how} */")
             scope.refs[r.into] = View(cname, r.dtype, r.shape.sizes, r.shape.strides,
                                        memory=r.location.name or MAIN_MEMORY, root=cname)
             self.program_buffers[cname] = scope.refs[r.into]
-        if root.idxs or root.constraints:
-            raise IRError("the program block must have no indexes or constraints", root.name)
-        if frees:  # out of memory: free what was allocated and report it, run nothing
-            first = " : ".join(f"!{c} ? {code}" for c, code in zip(frees, codes))
-            self.line(f"const int stripe_oom = {first} : 0;")
-            self.open("if (stripe_oom)")
-            for cname in frees:
-                self.line(f"free({cname});")
-            self.line("return stripe_oom;")
-            self.close()
-        for cname, nbytes in zeroed:
-            self.line(f"memset({cname}, 0, {nbytes});")
         # set (by any thread) when an allocation inside the program fails; that point's
         # work is skipped and the call reports the failure
         self.line("int stripe_failed = 0;")
         self.line("int64_t stripe_lc[STRIPE_NSTATS] = {0};")
+        if tmps:
+            self.track_peak(MAIN_MEMORY, plan.total)
+            self.count(f"{MAIN_MEMORY}.tmp_bytes", plan.total)
         self.body_of(root, scope, path=root.name)
         self.line("stripe_flush(stripe_lc);")
-        for cname in frees:
-            self.line(f"free({cname});")
+        if tmps:
+            self.line(f"free({arena});")
         self.line("return stripe_failed;")
         body = "\n".join(self.lines)
         names = tuple(self.stats)
@@ -326,6 +340,12 @@ class _Emitter(LoopWriter, KernelWriter):
                                AggOp.ADD, dst.dtype))
         self.close(1 + len(coords))
 
+
+
+def _listed(names: list[str]) -> str:
+    """``'A', 'B', 'C' and 4 more``: the first three names quoted, for a message."""
+    shown = ", ".join(f"'{n}'" for n in names[:3])
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _stored(src: str, src_dtype: DType, dtype: DType) -> str:

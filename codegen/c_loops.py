@@ -407,7 +407,7 @@ class LoopWriter:
                 heap.append((cname, self.heap_code(
                     f"the local buffer '{r.into}' of block '{b.name}'", nbytes)))
             memory = r.location.name or MAIN_MEMORY
-            if r.location.name:
+            if r.location.name or span * r.dtype.itemsize > LOCAL_ARRAY_LIMIT:
                 nbytes = span * r.dtype.itemsize
                 self.track_peak(memory, nbytes)
                 live = self.stats[f"{memory}.live_bytes"]
@@ -438,6 +438,8 @@ class LoopWriter:
         self.row_writes = (b, self.written_rows(b, scope)) if self.compute.prefetch_writes else None
         start: Block | None = None
         for k, s in enumerate(b.stmts):
+            for cname, nbytes in self.zero_at.get((id(b), k), ()):
+                self.line(f"memset({cname}, 0, {nbytes});  /* starts to live here */")
             if isinstance(s, Block):
                 after = b.stmts[k + 1] if k + 1 < len(b.stmts) else None
                 if (tags.FRESH_START in s.tags and isinstance(after, Block)

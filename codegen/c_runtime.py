@@ -244,6 +244,87 @@ def overwritten_first(root: Block, r: Refinement,
     return False
 
 
+ARENA_ALIGN = 64  # bytes: every temporary starts on a cache line
+
+
+@dataclass(frozen=True)
+class TempPlan:
+    """Where the program's ``tmp`` buffers live in one allocation (the *arena*) for a call.
+
+    The statements of ``seq`` (``main``: the block that orders the program) run one after
+    another; a buffer is *live* from the first statement that touches it to the last one.
+    Buffers whose live ranges do not meet share bytes; buffers touched by one statement
+    never do."""
+
+    offsets: dict[str, int]  # buffer -> byte offset in the arena (a multiple of 64)
+    total: int  # bytes of the arena (a multiple of 64, at least 64)
+    seq: Block  # the block whose statements order the program
+    first: dict[str, int]  # buffer -> position in ``seq.stmts`` of its first use
+    unshared: int  # bytes of the buffers each on its own (rounded to 64 each)
+
+
+def _sequence(root: Block, names: set[str]) -> tuple[Block, dict[str, str]]:
+    """The block whose statements order the program -- ``root``, or the block without
+    indexes or constraints that is its only statement, and so on down (``main``) -- and its
+    names of the root's buffers ``names`` (its view name -> the root's name)."""
+    seq, alias = root, {n: n for n in names}
+    while (len(seq.stmts) == 1 and isinstance(seq.stmts[0], Block)
+           and not seq.stmts[0].idxs and not seq.stmts[0].constraints):
+        child = seq.stmts[0]
+        alias = {v.into: alias[v.from_] for v in child.refs
+                 if not v.is_alloc and v.from_ in alias}
+        seq = child
+    return seq, alias
+
+
+def _touched(s: Statement, alias: dict[str, str]) -> set[str]:
+    """The root buffers (by the root's names) that statement ``s`` of the sequence reads or
+    writes."""
+    if isinstance(s, Block):
+        used = [v.from_ for v in s.refs if not v.is_alloc]
+    elif isinstance(s, Load):
+        used = [s.from_]
+    elif isinstance(s, Store):
+        used = [s.into]
+    elif isinstance(s, Special):
+        used = list(s.inputs + s.outputs)
+    else:
+        used = []
+    return {alias[n] for n in used if n in alias}
+
+
+def plan_temporaries(root: Block, sizes: dict[str, int]) -> TempPlan:
+    """Offsets in one arena for the program's ``tmp`` buffers (name -> bytes), by liveness
+    over the statements of ``main``: each buffer, largest first (ties by first use, then
+    name), takes the lowest 64-byte aligned offset where it overlaps no placed buffer whose
+    live range meets its own. Deterministic: the same program gives the same plan. A buffer
+    that no statement touches lives apart from the others (it needs no bytes, but keeps a
+    place so that its pointer stays inside the arena)."""
+    seq, alias = _sequence(root, set(sizes))
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for k, s in enumerate(seq.stmts):
+        for n in _touched(s, alias):
+            first.setdefault(n, k)
+            last[n] = k
+    span = {n: (first.get(n, -1), last.get(n, -1)) for n in sizes}
+    rounded = {n: max(-(-b // ARENA_ALIGN) * ARENA_ALIGN, ARENA_ALIGN) for n, b in sizes.items()}
+    placed: list[tuple[int, int, int, int]] = []  # (offset, end, first, last)
+    offsets: dict[str, int] = {}
+    for n in sorted(sizes, key=lambda n: (-rounded[n], span[n][0], n)):
+        lo, hi = span[n]
+        busy = sorted((o, e) for o, e, a, b in placed if a <= hi and lo <= b)
+        at = 0
+        for o, e in busy:
+            if at + rounded[n] <= o:
+                break
+            at = max(at, e)
+        offsets[n] = at
+        placed.append((at, at + rounded[n], lo, hi))
+    total = max([ARENA_ALIGN] + [e for _, e, _, _ in placed])
+    return TempPlan(offsets, total, seq, first, sum(rounded.values()))
+
+
 def byte_size(n: int) -> str:
     """``n`` bytes for a person: 4.0 PiB, 12 KiB, 100 B."""
     for unit, k in (("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
