@@ -4,6 +4,7 @@
     stripe run     FILE.tile --input ... [--target T] [--check] [--interpret] [--stats]
     stripe run     MODEL.onnx [--input NAME=1x3x224x224] [--target T] [--check] [--stats]
     stripe compile FILE.tile --input ... [--target T] [--dump-dir DIR]
+    stripe explore CONFIG FILE.tile --input ... --set memories.SRAM.size=64KiB,128KiB ...
     stripe passes                                          every pass and its options
     stripe configs                                         every shipped hardware config
 
@@ -19,6 +20,11 @@ config name or YAML path; by default ``host``, the shipped CPU config that fits 
 with its cores (:mod:`stripe.host`); ``none`` runs no config's passes. ``compile`` writes
 ``00_lower.stripe``, ``01_<pass>.stripe``, ... and ``kernel.c`` into the dump directory (a
 pass name's characters other than letters, digits, ``_``, ``-`` and ``.`` become ``_``).
+``explore`` compiles and runs the program for every combination of the ``--set`` values of
+the config's parameters (:mod:`stripe.explore`, docs/explore.md) and writes a table and a
+plot of the performance model's numbers into ``--out``. While ``run`` and ``compile``
+compile, a progress bar (:class:`stripe.progress.TerminalBar`) shows the step running on
+stderr when stderr is a terminal and the compile has taken more than 2 seconds.
 
 Exit statuses (:data:`EXIT_STATUSES`, also in ``--help``): 0 success; 1 ``--check`` found a
 difference from the interpreter; 2 a usage error (argparse's) or an error in the input --
@@ -54,9 +60,10 @@ from .host import NO_PASSES
 from .interp import interpret
 from .ir import Block
 from .limits import check_bytes
-from .passes.manager import describe_passes, run_pipeline
+from .passes.manager import describe_passes, pipeline, run_pipeline
 from .perfmodel import format_model
 from .printer import print_ir
+from .progress import PassSteps, TerminalBar, step, tracking
 from .tile import lower
 
 EXIT_STATUSES = """exit statuses:
@@ -183,7 +190,7 @@ def _onnx_run(args: argparse.Namespace) -> int:
                 "the model's inputs")
     rng = np.random.default_rng(args.seed)
     arrays = {name: random_array(rng, shape, dt) for name, (shape, dt) in specs.items()}
-    prog = fn.compile(args.target)
+    prog = fn.compile(args.target, progress=TerminalBar())
     outs = prog.run(arrays)
     seconds = _time_call(lambda: prog.run(arrays), args.repeat)
     for name, value in outs.items():
@@ -302,14 +309,34 @@ def format_stats(stats: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _cmd_explore(args: argparse.Namespace) -> int:
+    from .explore import explore, main_progress, table_text
+
+    source = _read_source(args.file)
+    specs: dict[str, tuple[tuple[int, ...], str]] = {}
+    for text in args.input:
+        name, (shape, dtype) = parse_input_spec(text)
+        if name in specs:
+            raise StripeError(f"--input {name} is given twice")
+        specs[name] = (shape, dtype.value)
+    study = explore(args.config, source, specs, args.set, out_dir=args.out, jobs=args.jobs,
+                    seed=args.seed, plot=not args.no_plot, progress=main_progress())
+    sys.stdout.write(table_text(study))
+    print("wrote " + ", ".join(str(f) for f in study.files))
+    return 0
+
+
 def _compile(program: Block, target: str) -> Program:
     if target == NO_PASSES:
         return compile_program(program)
     config = load_config(target)
-    final, trace = run_pipeline(program, config, verify=True)
-    flags, vector = build_settings(config)  # the C that stripe.compile builds for it
-    return compile_program(final, trace, flags=flags, vector=vector, target=config.target,
-                           decided=True)
+    entries = [e.name for _, e in pipeline(config)]
+    with tracking(TerminalBar(), 2 + len(entries)):  # a bar on a terminal after 2 s
+        final, trace = run_pipeline(program, config, verify=True, timings=PassSteps(entries))
+        flags, vector = build_settings(config)  # the C that stripe.compile builds for it
+        step("emit C")
+        return compile_program(final, trace, flags=flags, vector=vector,
+                               target=config.target, decided=True)
 
 
 def _error(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
@@ -386,6 +413,27 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "compile":
             sp.add_argument("--dump-dir", default=None, help="directory for the dumps")
         sp.add_argument("--debug", action="store_true", help="show tracebacks")
+    sp = sub.add_parser("explore", help="compile and run a program for every combination of "
+                        "config parameters; table and plot of the performance model",
+                        epilog=EXIT_STATUSES, formatter_class=fmt)
+    sp.add_argument("config", help="hardware config name or YAML path")
+    sp.add_argument("file", help="a .tile file")
+    sp.add_argument("--input", "-i", action="append", default=[], metavar="A=37x23:float32",
+                    help="an input's shape and dtype (repeat per input)")
+    sp.add_argument("--set", action="append", required=True,
+                    metavar="PATH=V1,V2,...",
+                    help="values of a config parameter (repeat per parameter): "
+                         "memories.<memory>.<key>, compute.<key>, units.<unit>.<key> or "
+                         "passes.<entry>.options.<key>; PATH+PATH sets several together")
+    sp.add_argument("--out", default="explore_out",
+                    help="folder for explore.csv, explore.md, explore.png and the variant "
+                         "configs (default explore_out)")
+    sp.add_argument("--jobs", type=_count(1, 1024), default=None,
+                    help="variants compiled at once (default: the cores)")
+    sp.add_argument("--seed", type=_count(0, 2**63 - 1), default=0,
+                    help="seed of the random inputs (default 0)")
+    sp.add_argument("--no-plot", action="store_true", help="write no plot")
+    sp.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
@@ -410,7 +458,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "configs":
             sys.stdout.write(describe_configs())
             return 0
-        return {"show": _cmd_show, "run": _cmd_run, "compile": _cmd_compile}[args.cmd](args)
+        return {"show": _cmd_show, "run": _cmd_run, "compile": _cmd_compile,
+                "explore": _cmd_explore}[args.cmd](args)
     except (StripeError, MemoryError) as e:  # MemoryError: the compiled program's buffers
         if args.debug:
             raise
