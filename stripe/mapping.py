@@ -61,6 +61,10 @@ class Problem:
     what: str
     units: tuple[str, ...] = ()
     memories: tuple[str, ...] = ()
+    movers: tuple[str, ...] = ()
+    """For a buffer in a memory the unit does not reach: the transfer units that could move
+    it into one it reaches (a pass naming one of them and such a memory is the one to
+    blame)."""
 
 
 class MappingError(CompileError):
@@ -173,10 +177,12 @@ def _check_block(block: Block, ancestors: tuple[Block, ...], path: str,
     for buf, mem in _buffers(block, chain, target):
         if mem not in unit.reaches:
             where = f"in {mem}" if mem else "in the host's memory (the target has no main memory)"
+            movers = tuple(u.name for u in target.unit_decls if u.kind == "transfer"
+                           and mem in u.reaches and set(u.reaches) & set(unit.reaches))
             return Problem(path, f"{what} on {name} accesses '{buf}' {where}, which {name} "
                                  f"does not reach (it reaches "
                                  f"{', '.join(unit.reaches) or 'no memory'})",
-                           (), unit.reaches)
+                           (), unit.reaches, movers)
     return None
 
 
@@ -225,13 +231,13 @@ def _allocation_location(name: str, chain: tuple[Block, ...]) -> str | None:
 
 def responsible_passes(problem: Problem, entries: Iterable[tuple[int, Any]]) -> list[str]:
     """The pass entries (``(position, PassEntry)``) whose options name one of the problem's
-    units or memories, as ``'name' (passes[k], type t)``."""
+    units or memories, as ``'name' (passes[k], type t)``; of those, only the ones that also
+    name one of its ``movers`` when some do (the passes that stage buffers by a transfer
+    unit, rather than those that only place or schedule what is in the memory)."""
     wanted = set(problem.units) | set(problem.memories)
-    out = []
-    for k, entry in entries:
-        if wanted & _named(entry.options):
-            out.append(f"pass '{entry.name}' (passes[{k}], type {entry.type})")
-    return out
+    named = [(k, e) for k, e in entries if wanted & _named(e.options)]
+    moving = [(k, e) for k, e in named if set(problem.movers) & _named(e.options)]
+    return [f"pass '{e.name}' (passes[{k}], type {e.type})" for k, e in moving or named]
 
 
 def _named(options: Any) -> set[str]:
