@@ -117,11 +117,12 @@ class Compute:
 UNIT_KINDS = ("compute", "transfer")
 """What a declared unit does: run kernels, or move data between memories (DMA)."""
 KERNEL_KINDS = ("contraction", "reduction", "eltwise", "fill", "copy", "special")
-"""The kinds of kernel a compute unit may declare it ``runs``: ``contraction`` (a kernel
-tagged ``contraction``), ``reduction`` (another kernel aggregating into its output),
-``eltwise`` (tagged ``eltwise``), ``fill`` (the ``zero`` and ``init`` kernels that set an
-output to a constant), ``copy`` (tagged ``copy``) and ``special`` (a whole-tensor special
-statement)."""
+"""The kinds of kernel a compute unit may declare it ``runs`` (:func:`stripe.mapping.kernel_kind`
+tells a block's): ``contraction`` (a multiply-accumulate: a contraction aggregating with
+``+`` a product), ``reduction`` (any other aggregation: sums, products, maxima, minima,
+pooling), ``eltwise`` (tagged ``eltwise``), ``fill`` (the ``zero`` and ``init`` kernels and
+the ``cache_init`` fills that set a buffer to a constant), ``copy`` (tagged ``copy``, or a
+contraction that only assigns) and ``special`` (a whole-tensor special statement)."""
 
 
 @dataclass(frozen=True)
