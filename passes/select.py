@@ -26,8 +26,11 @@ they cost a context-variable lookup and never raise.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import math
+import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +38,7 @@ from typing import Literal
 
 from stripe.errors import LimitError
 from stripe.ir import Block, Load, RefDir, Special, Statement, Store
+from stripe.printer import print_ir
 
 ALL = "all"
 """The ``reqs`` entry that selects every block."""
@@ -204,8 +208,71 @@ def check_time(path: str = "") -> None:
         raise OutOfTime(budget.seconds, path)
 
 
-__all__ = ["ALL", "BlockFn", "OutOfTime", "Selection", "Site", "block_label", "check_time",
-           "domain_of", "rewrite", "select", "time_budget"]
+# memoising decisions across blocks of the same shape ---------------------------------------
+
+_COMMENT = re.compile(r"//[^\n]*")
+_TOKEN = re.compile(r"\$?[A-Za-z_][A-Za-z0-9_]*")
+
+
+def shape_key(block: Block, *context: object) -> tuple[str, tuple[str, ...]] | None:
+    """A key equal for two blocks that differ only in the names of their buffers and scalars
+    (and in their block names and comments), with ``context`` (hashed by ``repr``); and the
+    block's buffer names in the key's order: the k-th name of one such block plays the role
+    of the k-th name of the other. None when a buffer is named like an index (the key then
+    cannot tell them apart). What (a network repeating a layer shape) a search decides for
+    one block holds for the other once its buffer names are mapped through these orders,
+    when the search itself does not look at names.
+    Requires: nothing. Guarantees: deterministic; equal keys mean equal blocks up to a
+    one-to-one renaming of buffers and scalars."""
+    buffers: set[str] = set()
+    indexes: set[str] = set()
+    stack = [block]
+    while stack:
+        b = stack.pop()
+        indexes.update(b.idx_names)
+        for r in b.refs:
+            buffers.add(r.into)
+            if not r.is_alloc:
+                buffers.add(r.from_)
+        stack.extend(b.sub_blocks)
+    if buffers & indexes:
+        return None
+    order: dict[str, int] = {}
+
+    def canonical(m: re.Match[str]) -> str:
+        t = m.group(0)
+        if t in buffers or t.startswith("$"):
+            return f"%{order.setdefault(t, len(order))}"
+        return t
+
+    text = _TOKEN.sub(canonical, _COMMENT.sub("", print_ir(block)))
+    h = hashlib.sha256(text.encode())
+    h.update(repr(context).encode())
+    return h.hexdigest(), tuple(t for t in order if t in buffers)
+
+
+class Memo:
+    """A bounded memo (least recently used entries go first) for decisions keyed by
+    :func:`shape_key`."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.entries: OrderedDict[object, object] = OrderedDict()
+
+    def get(self, key: object) -> object | None:
+        found = self.entries.get(key)
+        if found is not None:
+            self.entries.move_to_end(key)
+        return found
+
+    def put(self, key: object, value: object) -> None:
+        self.entries[key] = value
+        if len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+
+
+__all__ = ["ALL", "BlockFn", "Memo", "OutOfTime", "Selection", "Site", "block_label",
+           "check_time", "domain_of", "rewrite", "select", "shape_key", "time_budget"]
 
 
 def statement_uses(s: Statement) -> dict[str, tuple[bool, bool]]:

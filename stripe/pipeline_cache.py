@@ -335,8 +335,9 @@ def _load_source_from(root: Path, key: str, inputs: Mapping[str, object]
     spec: dict[str, int] = {}
     for item in specialised:
         if (type(item) is not list or len(item) != 2 or item[0] not in ins or item[0] in spec
-                or type(item[1]) is not int or not -_LIMIT <= item[1] < _LIMIT):
-            return None
+                or type(item[1]) is not int or not -_LIMIT <= item[1] < _LIMIT
+                or ins[item[0]].sizes or not ins[item[0]].dtype.is_int):
+            return None  # only a rank-0 integer input is specialised on
         spec[item[0]] = item[1]
     for name, b in ins.items():
         if name not in inputs:

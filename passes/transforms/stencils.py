@@ -31,11 +31,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stripe.ir import Block, Index, RefDir, Refinement
 
-from ..select import check_time
+from ..select import Memo, check_time, shape_key
 from .layout import ref_stride
 
 _CODES = (-1, 0, 1)
@@ -256,12 +256,36 @@ def best_match(block: Block, stencils: Sequence[Stencil], *, allow_pad: bool = F
     return found[0] if found else None
 
 
+_FOUND = Memo()  # best_per_stencil per block shape, with views by position in the key's order
+
+
 def best_per_stencil(block: Block, stencils: Sequence[Stencil], allow_pad: bool, *,
                      max_steps: int = DEFAULT_MAX_STEPS, path: str = "") -> list[Match]:
     """The cheapest match of each of ``stencils`` that matches ``block``.
     Requires: nothing. Guarantees: cheapest first (ties: the stencil declared first), so
     the first is :func:`best_match`; at most one per stencil; each the cheapest of what
-    :func:`matches` finds within ``max_steps``."""
+    :func:`matches` finds within ``max_steps``. The search, which reads no buffer name,
+    runs once per block shape (:func:`stripe.passes.select.shape_key`): a block that
+    differs from one searched before only in its names gets the same matches, on its
+    own views."""
+    key = shape_key(block, tuple(stencils), allow_pad, max_steps)
+    if key is not None:
+        digest, names = key
+        found = _FOUND.get(digest)
+        if found is not None:
+            return [replace(m, outs=tuple(names[k] for k in m.outs),  # type: ignore[misc]
+                            ins=tuple(names[k] for k in m.ins)) for m in found]  # type: ignore[attr-defined]
+    result = _search_per_stencil(block, stencils, allow_pad, max_steps, path)
+    if key is not None:
+        position = {n: k for k, n in enumerate(names)}
+        _FOUND.put(digest, [replace(m, outs=tuple(position[n] for n in m.outs),
+                                    ins=tuple(position[n] for n in m.ins)) for m in result])
+    return result
+
+
+def _search_per_stencil(block: Block, stencils: Sequence[Stencil], allow_pad: bool,
+                        max_steps: int, path: str) -> list[Match]:
+    """:func:`best_per_stencil`'s search."""
     found = []
     for k, stencil in enumerate(stencils):
         best: Match | None = None
