@@ -99,7 +99,7 @@ from stripe.ir import Block, Refinement
 from stripe.poly import Box
 from stripe.target import MAX_UNITS, Target
 
-from .select import Selection, Site, check_time, rewrite
+from .select import Memo, Selection, Site, check_time, rewrite, shape_key
 from .transforms.footprint import box_runs, cache_lines, tile_origin_residues
 from .transforms.layout import reduction_indexes
 from .transforms.parts import choose_parts, splittable
@@ -447,12 +447,34 @@ def unit_imbalance(block: Block, sizes: Mapping[str, int], options: Options) -> 
     return units * max(busy) / sum(shares)
 
 
+_TILES = Memo()  # the tile chosen per block shape (select.shape_key), options and ancestors
+
+
 def choose_tile(block: Block, options: Options, *, ancestors: Sequence[Block] = (),
                 path: str = "") -> TileCost | None:
     """The cheapest tile of ``block`` within the caps, or None if none fits (or the block has
     no index to split). Visits every tile within the caps, up to ``options.max_tiles`` of
     them (see the module docstring); ``path`` names the block when the compile-time budget
-    runs out (:func:`stripe.passes.select.check_time`)."""
+    runs out (:func:`stripe.passes.select.check_time`). The search, which reads no buffer
+    name but those of ``options.exclude_refs``, runs once per block shape: a block that
+    differs from one searched before only in its names (a network's repeated layer) gets
+    the same tile, costed for itself."""
+    key = shape_key(block, [(a.idxs, a.constraints) for a in ancestors],
+                    [_is_costed(r, options) for r in block.refs], options)
+    found = _TILES.get(key) if key is not None else None
+    if found is not None:
+        tile = found[0]  # type: ignore[index]
+        return None if tile is None else tile_cost(block, dict(tile), options,
+                                                   ancestors=ancestors)
+    best = _search_tile(block, options, ancestors, path)
+    if key is not None:
+        _TILES.put(key, (None if best is None else best.tile,))
+    return best
+
+
+def _search_tile(block: Block, options: Options, ancestors: Sequence[Block],
+                 path: str) -> TileCost | None:
+    """:func:`choose_tile`'s search."""
     free = _free_indexes(block, options)
     if not free:
         return None

@@ -25,9 +25,10 @@ import numpy as np
 
 from stripe.codegen.build import build, missing_cpu_features
 from stripe.codegen.c_emitter import OVERLAP, BufferSpec, CProgram, emit_c
-from stripe.passes.manager import decide, run_pipeline
+from stripe.passes.manager import decide, pipeline, run_pipeline
 
 from . import pipeline_cache, poly, tags
+from . import progress as _progress
 from .arrays import ArgumentError, ArgumentTypeError, _empty_unchecked
 from .config import Config, load_config
 from .dtypes import DType
@@ -568,7 +569,8 @@ def _check_flag(value: object, what: str) -> bool:
 
 def compile(source: object, inputs: Mapping[str, object] | None = None,
             target: str | None = None, *,
-            verify: bool = True, check: bool = False) -> Program:
+            verify: bool = True, check: bool = False,
+            progress: Callable[[str, int, int], None] | None = None) -> Program:
     """Lower Tile ``source`` for ``inputs`` and build it.
 
     ``source`` is the Tile text (a str) or a function built with :mod:`stripe.ops`;
@@ -590,36 +592,72 @@ def compile(source: object, inputs: Mapping[str, object] | None = None,
     passes, with their defaults, and compiles for :data:`stripe.target.HOST`
     (``-march=native``, AVX2-sized vectors). ``check=True`` also interprets the program
     before and after every pass and names the first pass that changed the result.
+
+    ``progress``, None or a callable ``(stage, done, total)``, is told each step of the
+    compile as it starts (:mod:`stripe.progress`; ``stripe.progress.TerminalBar()`` draws a
+    bar on a terminal). A compile whose source, inputs, config and stripe version were
+    compiled before (and ``check=False``) is served from the cache without lowering or
+    passes (:mod:`stripe.pipeline_cache`).
     """
+    progress = _progress.check_callback(progress)
     wrap = _program_wrapper(source)
     source, inputs = resolve(source, inputs)
     if target is not None and not isinstance(target, (str, os.PathLike)):
         raise ArgumentTypeError(f"target must be None, a config name or a path to a YAML "
                                 f"config, got {type(target).__name__}")
     verify, check = _check_flag(verify, "verify"), _check_flag(check, "check")
-    program, specialised = lower_specialised(source, inputs)
     if isinstance(target, str) and target == NO_PASSES:
-        final, trace = run_pipeline(program, Config(NO_PASSES, HOST))
-        prog = compile_program(final, trace, target=HOST, decided=True)
+        none = Config(NO_PASSES, HOST)
+        entries = [e.name for _, e in pipeline(none)]
+        with _progress.tracking(progress, 3 + len(entries)):
+            _progress.step("lower")
+            program, specialised = lower_specialised(source, inputs)
+            final, trace = run_pipeline(program, none,
+                                        timings=_progress.PassSteps(entries))
+            _progress.step("emit C")
+            prog = compile_program(final, trace, target=HOST, decided=True)
         prog.specialised = specialised
         return wrap(prog)
     config = load_config(HOST_TARGET if target is None else target)
     flags = config.target.compiler_flags
+    text = source
 
     def rerun() -> tuple[Block, list[tuple[str, Block]]]:
-        return run_pipeline(program, config, verify=verify, check=check)
+        return run_pipeline(lower_specialised(text, inputs)[0], config, verify=verify,
+                            check=check)
 
-    key = None if check else pipeline_cache.key(program, config, verify)
-    cached = pipeline_cache.load(key, program) if key else None
-    if cached is not None:
+    # a warm compile: the source entry names the program entry, nothing is lowered
+    skey = None if check else pipeline_cache.source_key(text, inputs, config, verify)
+    front = pipeline_cache.load_source(skey, inputs) if skey else None
+    cached = pipeline_cache.load(front.program_key, front.buffers) if front else None
+    if front is not None and cached is not None:
         module = build(cached.source, flags, openmp=cached.uses_openmp)
-        return wrap(Program(cached, module, flags, _rerun=rerun,
-                            overwritten=overwritten_outputs(program), specialised=specialised))
-    final, trace = rerun()
-    prog = compile_program(final, trace, target=config.target, decided=True)
-    prog.specialised = specialised
-    if key:
-        pipeline_cache.store(key, prog.c_program)
+        if progress is not None:
+            progress("done", 0, 0)
+        return wrap(Program(cached, module, flags, _rerun=rerun, overwritten=front.overwritten,
+                            specialised=dict(front.specialised)))
+    entries = [e.name for _, e in pipeline(config)]
+    with _progress.tracking(progress, 3 + len(entries)):
+        _progress.step("lower")
+        program, specialised = lower_specialised(text, inputs)
+        overwritten = overwritten_outputs(program)
+        key = None if check else pipeline_cache.key(program, config, verify)
+        cached = pipeline_cache.load(key, program) if key else None
+        if cached is not None:
+            module = build(cached.source, flags, openmp=cached.uses_openmp)
+            prog = Program(cached, module, flags, _rerun=rerun, overwritten=overwritten,
+                           specialised=specialised)
+        else:
+            final, trace = run_pipeline(program, config, verify=verify, check=check,
+                                        timings=_progress.PassSteps(entries))
+            _progress.step("emit C")
+            prog = compile_program(final, trace, target=config.target, decided=True)
+            prog.specialised = specialised
+            if key:
+                pipeline_cache.store(key, prog.c_program)
+    if key and skey:
+        pipeline_cache.store_source(skey, pipeline_cache.SourceEntry(
+            key, prog.c_program.buffers, overwritten, specialised))
     return wrap(prog)
 
 
