@@ -276,7 +276,7 @@ def worker(args: argparse.Namespace) -> dict:
 class Layer:
     """One convolution of a model with its batch norm folded in (``kernel`` OIHW, ``bias``),
     as stripe's importer folds it; ``count`` = how many layers of the model have this
-    shape."""
+    shape. ``depthwise``: one group per channel (``kernel`` is ``(C, 1, K, K)``)."""
     name: str
     kernel: np.ndarray
     bias: np.ndarray
@@ -284,14 +284,32 @@ class Layer:
     pad: int
     size: int                # input height = width
     count: int
+    depthwise: bool = False
+
+    @property
+    def channels(self) -> tuple[int, int]:
+        """(input channels, output channels)."""
+        co, ci = self.kernel.shape[:2]
+        return (co if self.depthwise else ci), co
+
+    @property
+    def out_size(self) -> int:
+        k = self.kernel.shape[2]
+        return (self.size + 2 * self.pad - k) // self.stride + 1
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds x 2 of one image."""
+        co, ci_g, k, _ = self.kernel.shape
+        return 2 * self.out_size ** 2 * co * ci_g * k * k
 
 
 def conv_layers(model: object) -> list[Layer]:
     """The distinct Conv + BatchNormalization layers of ``model`` (an ``onnx.ModelProto``
     of a ResNet or MobileNet as examples/models builds them: fixed image sizes), the batch norm
     folded into the kernel and bias (float64, then float32), in graph order, one per
-    shape (input size, channels, kernel, stride, groups 1), with the number of layers of
-    that shape."""
+    shape (input size, channels, kernel, stride, dense or depthwise), with the number of
+    layers of that shape. Grouped convolutions other than depthwise ones are left out."""
     from onnx import numpy_helper, shape_inference
 
     inferred = shape_inference.infer_shapes(model)  # type: ignore[arg-type]
@@ -310,9 +328,10 @@ def conv_layers(model: object) -> list[Layer]:
         if node.op_type != "Conv":
             continue
         attrs = {a.name: a for a in node.attribute}
-        if "group" in attrs and attrs["group"].i != 1:
-            continue
         w = inits[node.input[1]].astype(np.float64)
+        group = attrs["group"].i if "group" in attrs else 1
+        if group != 1 and not (group == w.shape[0] and w.shape[1] == 1):
+            continue
         bn = consumers.get(node.output[0], [None])[0]
         if bn is None or bn.op_type != "BatchNormalization":
             continue
@@ -324,49 +343,70 @@ def conv_layers(model: object) -> list[Layer]:
         stride = attrs["strides"].ints[0] if "strides" in attrs else 1
         pad = attrs["pads"].ints[0] if "pads" in attrs else 0
         size = shapes[node.input[0]][2]
-        key = (size, *kernel.shape, stride)
+        key = (size, *kernel.shape, stride, group)
         if key in seen:
             old = layers[seen[key]]
             layers[seen[key]] = Layer(old.name, old.kernel, old.bias, old.stride, old.pad,
-                                      old.size, old.count + 1)
+                                      old.size, old.count + 1, old.depthwise)
             continue
         seen[key] = len(layers)
-        layers.append(Layer(node.name, kernel, bias, stride, pad, size, 1))
+        layers.append(Layer(node.name, kernel, bias, stride, pad, size, 1, group > 1))
     return layers
 
 
 def layer_label(layer: Layer) -> str:
-    co, ci, k, _ = layer.kernel.shape
-    out = (layer.size + 2 * layer.pad - k) // layer.stride + 1
+    """``3x3/2 64->128 @56->28`` (``dw`` for a depthwise one)."""
+    k = layer.kernel.shape[2]
+    ci, co = layer.channels
     s = f"/{layer.stride}" if layer.stride > 1 else ""
-    return f"{k}x{k}{s} {ci}->{co} @{layer.size}->{out}"
+    dw = " dw" if layer.depthwise else ""
+    return f"{k}x{k}{s}{dw} {ci}->{co} @{layer.size}->{layer.out_size}"
 
 
 def layer_tile(layer: Layer, batch: int) -> tuple[str, dict]:
     """The layer as stripe's importer writes it inside the model: an NHWC convolution with
-    the HWIO kernel, then ``max(conv + bias, 0)``. ``(source, input types)``."""
-    co, ci, k, _ = layer.kernel.shape
-    s, p, n = layer.stride, layer.pad, layer.size
-    out = (n + 2 * p - k) // s + 1
+    the HWIO kernel (``(K, K, C)`` for a depthwise one), then ``max(conv + bias, 0)``.
+    ``(source, input types)``; :func:`layer_inputs` makes the arrays."""
+    k = layer.kernel.shape[2]
+    ci, co = layer.channels
+    s, p, n, out = layer.stride, layer.pad, layer.size, layer.out_size
     ix = f"{s} * x + i - {p}" if s > 1 else f"x + i - {p}"
     iy = f"{s} * y + j - {p}" if s > 1 else f"y + j - {p}"
-    src = (f"function (I[{batch}, {n}, {n}, {ci}], F[{k}, {k}, {ci}, {co}], B[{co}]) -> (O) {{\n"
-           f"    C[b, x, y, co : {batch}, {out}, {out}, {co}] = "
-           f"+(I[b, {ix}, {iy}, ci] * F[i, j, ci, co]);\n"
+    if layer.depthwise:
+        f_shape: tuple[int, ...] = (k, k, co)
+        body = f"+(I[b, {ix}, {iy}, co] * F[i, j, co])"
+    else:
+        f_shape = (k, k, ci, co)
+        body = f"+(I[b, {ix}, {iy}, ci] * F[i, j, ci, co])"
+    f_decl = ", ".join(map(str, f_shape))
+    src = (f"function (I[{batch}, {n}, {n}, {ci}], F[{f_decl}], B[{co}]) -> (O) {{\n"
+           f"    C[b, x, y, co : {batch}, {out}, {out}, {co}] = {body};\n"
            f"    O = max(C + B, 0.0);\n}}\n")
-    types = {"I": ((batch, n, n, ci), "float32"), "F": ((k, k, ci, co), "float32"),
+    types = {"I": ((batch, n, n, ci), "float32"), "F": (f_shape, "float32"),
              "B": ((co,), "float32")}
     return src, types
 
 
+def layer_inputs(layer: Layer, x: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of :func:`layer_tile`'s program for the NCHW input ``x``: ``x`` as NHWC,
+    the kernel as HWIO (``(K, K, C)`` for a depthwise one), the bias."""
+    kern = layer.kernel[:, 0].transpose(1, 2, 0) if layer.depthwise else \
+        layer.kernel.transpose(2, 3, 1, 0)
+    return {"I": np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+            "F": np.ascontiguousarray(kern), "B": layer.bias}
+
+
 def layer_onnx(layer: Layer, batch: int):  # type: ignore[no-untyped-def]
     """The layer as a one-node ONNX model for ONNX Runtime: Conv (NCHW, the folded kernel
-    and bias as initializers) + Relu; input ``x``, output ``y``."""
+    and bias as initializers; ``group`` = channels for a depthwise one) + Relu; input
+    ``x``, output ``y``."""
     from onnx import TensorProto, helper, numpy_helper
 
-    co, ci, k, _ = layer.kernel.shape
+    k = layer.kernel.shape[2]
+    ci, co = layer.channels
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k],
-                              strides=[layer.stride] * 2, pads=[layer.pad] * 4),
+                              strides=[layer.stride] * 2, pads=[layer.pad] * 4,
+                              group=co if layer.depthwise else 1),
              helper.make_node("Relu", ["c"], ["y"])]
     graph = helper.make_graph(
         nodes, "layer",
@@ -425,7 +465,7 @@ def layers_worker(args: argparse.Namespace) -> dict:
                  "batch": batch, "loadavg_before": os.getloadavg(), "layers": []}
     rng = np.random.default_rng(0)
     for layer in conv_layers(model):
-        co, ci, k, _ = layer.kernel.shape
+        ci, co = layer.channels
         x = rng.standard_normal((batch, ci, layer.size, layer.size)).astype(np.float32)
         lpath, x_npz = str(work / f"layer_{layer.name}.onnx"), str(work / "layer_in.npz")
         ref_npz = str(work / "layer_ref.npz")
@@ -439,10 +479,7 @@ def layers_worker(args: argparse.Namespace) -> dict:
         t0 = time.perf_counter()
         prog = stripe.compile(src, types, target="host")
         compile_s = time.perf_counter() - t0
-        ins = {"I": stripe.arrays.aligned(np.ascontiguousarray(x.transpose(0, 2, 3, 1))),
-               "F": stripe.arrays.aligned(np.ascontiguousarray(
-                   layer.kernel.transpose(2, 3, 1, 0))),
-               "B": stripe.arrays.aligned(layer.bias)}
+        ins = {k2: stripe.arrays.aligned(v) for k2, v in layer_inputs(layer, x).items()}
         outs = {k2: stripe.arrays.aligned(np.empty_like(v)) for k2, v in prog(**ins).items()}
         got = prog.run(ins, out=outs)["O"].transpose(0, 3, 1, 2)
         err = relative_error({"y": got}, {"y": ref})
@@ -451,8 +488,7 @@ def layers_worker(args: argparse.Namespace) -> dict:
                               args.calls, settle, args.warm_s)
         cpu = timed.pop("_cpu")
         s, o = _summary(timed["stripe"], cpu["stripe"]), _summary(timed["ort"], cpu["ort"])
-        out = (layer.size + 2 * layer.pad - k) // layer.stride + 1
-        flops = 2 * batch * out * out * co * ci * k * k
+        flops = batch * layer.flops
         row = {"layer": layer.name, "label": layer_label(layer), "count": layer.count,
                "flops": flops, "err": err, "stripe_compile_s": compile_s,
                "ort_check": rep and rep.get("check"),
@@ -607,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer-timeout", type=float, default=1800.0)
     ap.add_argument("--layers", default="",
                     help="time each distinct convolution of this model alone instead "
-                         "(resnet18, resnet50; the first of --batches)")
+                         "(resnet18, resnet50, mobilenetv2; the first of --batches)")
     ap.add_argument("--out", default="", help="write every result to this JSON file")
     ap.add_argument("--plot", default="", help="write the plot here (.png or .svg)")
     ap.add_argument("--worker", choices=["models", "layers"], help=argparse.SUPPRESS)
@@ -622,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
 
     models = _csv(args.models, "--models", tuple(MODELS))
     if args.layers:
-        models = _csv(args.layers, "--layers", ("resnet18", "resnet50"))
+        models = _csv(args.layers, "--layers", ("resnet18", "resnet50", "mobilenetv2"))
     try:
         batches = [int(b) for b in _csv(args.batches, "--batches")]
         threads = [int(t) for t in _csv(args.threads, "--threads")]

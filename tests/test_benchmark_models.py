@@ -75,18 +75,22 @@ def test_the_stripe_layer_matches_the_onnx_layer():
     import stripe
 
     rng = np.random.default_rng(1)
-    layer = bm.conv_layers(_conv_bn_model(rng))[1]          # 3x3 stride 2, pad 1
-    src, types = bm.layer_tile(layer, 2)
-    x = rng.standard_normal((2, 4, 8, 8)).astype(np.float32)
-    ins = {"I": np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
-           "F": np.ascontiguousarray(layer.kernel.transpose(2, 3, 1, 0)), "B": layer.bias}
-    assert {k: v.shape for k, v in ins.items()} == {k: t[0] for k, t in types.items()}
-    got = stripe.interpret(stripe.lower(src, ins), ins)["O"].transpose(0, 3, 1, 2)
+    dense = bm.conv_layers(_conv_bn_model(rng))[1]          # 3x3 stride 2, pad 1
+    depthwise = bm.Layer("dw", rng.standard_normal((5, 1, 3, 3)).astype(np.float32),
+                         rng.standard_normal(5).astype(np.float32), 2, 1, 7, 1, True)
+    assert bm.layer_label(depthwise) == "3x3/2 dw 5->5 @7->4"
     from onnx.reference import ReferenceEvaluator
 
-    want = ReferenceEvaluator(bm.layer_onnx(layer, 2)).run(None, {"x": x})[0]
-    assert got.shape == want.shape == (2, 6, 4, 4)
-    assert pw.relative_error({"y": got}, {"y": want}) < 1e-5
+    for layer, shape in ((dense, (2, 6, 4, 4)), (depthwise, (2, 5, 4, 4))):
+        src, types = bm.layer_tile(layer, 2)
+        ci = layer.channels[0]
+        x = rng.standard_normal((2, ci, layer.size, layer.size)).astype(np.float32)
+        ins = bm.layer_inputs(layer, x)
+        assert {k: v.shape for k, v in ins.items()} == {k: t[0] for k, t in types.items()}
+        got = stripe.interpret(stripe.lower(src, ins), ins)["O"].transpose(0, 3, 1, 2)
+        want = ReferenceEvaluator(bm.layer_onnx(layer, 2)).run(None, {"x": x})[0]
+        assert got.shape == want.shape == shape
+        assert pw.relative_error({"y": got}, {"y": want}) < 1e-5
 
 
 def test_relative_error_is_against_the_output_scale():
