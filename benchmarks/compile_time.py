@@ -17,6 +17,16 @@ Programs (generated Tile):
   product of every index's candidate sizes, the stencil assignment search with the indexes'
   permutations).
 
+Whole networks (``--models resnet18,mobilenetv2,resnet50``, built by ``examples/models``
+with seeded weights into a temporary directory) are imported (``stripe.onnx.load``) and
+compiled for the host (``stripe.compile``) in fresh processes sharing a fresh cache: once
+cold (every pass and the C compiler), then twice warm (the compile cache hit). Each row
+gives the seconds of the import of the model and of the compile, the CPU seconds of the
+process and its children (the C compiler) from its start, and the load average at the end
+(the machine's other work: on a busy machine compare CPU seconds)::
+
+    python -m benchmarks.compile_time --models resnet18,mobilenetv2,resnet50
+
 Each program is compiled once per config with the verifier on, under the pipeline's time
 budget (``--seconds``, default 300; a program over it shows ``over budget`` and the pass it
 was in). Nothing is built with the C compiler: the C is emitted, not compiled. The table
@@ -147,6 +157,92 @@ def table(rows: list[Row], slowest: int) -> str:
     return "\n".join(out)
 
 
+MODELS = ("resnet18", "mobilenetv2", "resnet50")
+
+_CHILD = r"""
+import json, os, resource, sys, time
+def cpu():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+start, c0 = time.perf_counter(), cpu()
+import stripe, stripe.onnx
+t0 = time.perf_counter()
+fn = stripe.onnx.load(sys.argv[1], shapes={"input": (1, 3, 224, 224)})
+t1 = time.perf_counter()
+stripe.compile(fn)
+t2 = time.perf_counter()
+print(json.dumps({"import stripe": t0 - start, "load": t1 - t0, "compile": t2 - t1,
+                  "cpu": cpu() - c0, "loadavg": os.getloadavg()[0]}))
+"""
+
+
+@dataclass
+class ModelRow:
+    """One compile of a whole network in a fresh process."""
+
+    model: str
+    kind: str  # cold, warm
+    load: float  # stripe.onnx.load, seconds
+    compile: float  # stripe.compile, seconds
+    cpu: float  # CPU seconds of the process and its children, from its start
+    loadavg: float  # the 1-minute load average at the end
+
+
+def build_model(name: str, path: str) -> None:
+    """Write the example network ``name`` (one of :data:`MODELS`) to ``path``."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "examples", "models"))
+    import onnx
+
+    if name.startswith("resnet"):
+        import resnet
+
+        model = resnet.build(int(name.removeprefix("resnet")))
+    elif name == "mobilenetv2":
+        import mobilenet
+
+        model = mobilenet.build()
+    else:
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(MODELS)}")
+    onnx.save(model, path)
+
+
+def measure_model(name: str, warm: int = 2) -> list[ModelRow]:
+    """Compile the network ``name`` cold, then ``warm`` times warm, each in a new process,
+    with a fresh cache of its own (removed at the end)."""
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="stripe-compile-time-")
+    try:
+        path = os.path.join(root, f"{name}.onnx")
+        build_model(name, path)
+        env = dict(os.environ, STRIPE_CACHE_DIR=os.path.join(root, "cache"))
+        rows = []
+        for kind in ["cold"] + ["warm"] * warm:
+            out = subprocess.run([sys.executable, "-c", _CHILD, path], env=env,
+                                 capture_output=True, text=True)
+            if out.returncode:
+                raise RuntimeError(f"compiling {name} failed: {out.stderr[-2000:]}")
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(ModelRow(name, kind, r["load"], r["compile"], r["cpu"],
+                                 r["loadavg"]))
+        return rows
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def model_table(rows: list[ModelRow]) -> str:
+    """The rows as a markdown table."""
+    out = ["| model | compile | load s | compile s | CPU s | load average |",
+           "|---|---|---:|---:|---:|---:|"]
+    out += [f"| {r.model} | {r.kind} | {r.load:.2f} | {r.compile:.2f} | {r.cpu:.1f} | "
+            f"{r.loadavg:.1f} |" for r in rows]
+    return "\n".join(out)
+
+
 def _ints(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(",") if v.strip())
@@ -171,7 +267,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=300.0,
                     help="the pipeline's time budget per program (default 300)")
     ap.add_argument("--passes", type=int, default=2, help="slowest passes shown per row")
+    ap.add_argument("--models", default=None,
+                    help=f"instead: compile these networks cold and warm ({','.join(MODELS)})")
     args = ap.parse_args(argv)
+    if args.models is not None:
+        names = [m for m in args.models.split(",") if m]
+        unknown = [m for m in names if m not in MODELS]
+        if unknown or not names:
+            ap.error(f"--models: unknown {', '.join(unknown) or '(none given)'}; valid: "
+                     f"{', '.join(MODELS)}")
+        model_rows = []
+        for name in names:
+            model_rows += measure_model(name)
+            for r in model_rows[-3:]:
+                print(f"{name:12s} {r.kind} {r.compile:8.2f} s ({r.cpu:.1f} s CPU, load "
+                      f"{r.loadavg:.1f})", file=sys.stderr, flush=True)
+        print(model_table(model_rows))
+        return 0
     if not args.seconds > 0:
         ap.error("--seconds must be positive")
     if any(n < 2 for n in args.contractions):
