@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from stripe.codegen.build import build, missing_cpu_features
 from stripe.codegen.c_emitter import OVERLAP, BufferSpec, CProgram, emit_c
 from stripe.passes.manager import decide, pipeline, run_pipeline
 
-from . import pipeline_cache, poly, tags
+from . import perfmodel, pipeline_cache, poly, tags
 from . import progress as _progress
 from .arrays import ArgumentError, ArgumentTypeError, _empty_unchecked
 from .config import Config, load_config
@@ -70,6 +71,9 @@ class Program:
     specialised: dict[str, int] = field(default_factory=dict)
     """The rank-0 integer inputs whose value the program was compiled for (used as a size
     or in an index expression), by name: a call must pass exactly that value."""
+    target: Target | None = field(default=None, repr=False)
+    """The target compiled for; one that declares units gets a performance model in
+    :meth:`stats` (:mod:`stripe.perfmodel`)."""
 
     @property
     def ir(self) -> Block:
@@ -96,6 +100,7 @@ class Program:
         return tuple(b.name for b in self.c_program.outputs)
 
     def __post_init__(self) -> None:
+        self._profile: perfmodel.Profile | None = None
         self._missing = missing_cpu_features(self.flags)
         # what every call needs per buffer, worked out once: (spec, numpy dtype, elements
         # of its layout, laid out row-major and dense?)
@@ -337,7 +342,7 @@ class Program:
                 return False
         return True
 
-    def stats(self) -> dict[str, dict[str, int]]:
+    def stats(self) -> dict[str, dict[str, Any]]:
         """Counters of the last call, measured by the emitted code while it ran.
 
         ``{memory: {"bytes_in", "bytes_out", "transfers", "peak_bytes"}}`` for every memory that
@@ -346,16 +351,26 @@ class Program:
         ``stencil`` ran. ``bytes_in`` counts bytes stored into the memory by transfer blocks,
         ``bytes_out`` bytes loaded from it; ``transfers`` counts executions of transfer blocks
         writing into it; ``peak_bytes`` is the largest total of its live allocations.
+
+        A program compiled for a target that declares units (``units:`` in its config) also
+        gets ``"model"``: the performance model of this call (:func:`stripe.perfmodel.model`,
+        docs/perfmodel.md): estimated cycles, time, each unit's and memory's utilisation and
+        each scheduled stage's bound. Its IR-derived part is computed at the first such call
+        (a program served from the compile cache reruns its pipeline for it once).
         """
         names = self.c_program.stat_names
         ffi, lib = self.module.ffi, self.module.lib
         out = ffi.new("int64_t[]", max(len(names), 1))
         lib.stripe_stats(out)
-        table: dict[str, dict[str, int]] = {}
+        table: dict[str, dict[str, Any]] = {}
         for k, name in enumerate(names):
             unit, metric = name.rsplit(".", 1)
             if metric != "live_bytes":
                 table.setdefault(unit, {})[metric] = int(out[k])
+        if perfmodel.applies(self.target):
+            if self._profile is None:  # derived from the IR once per program
+                self._profile = perfmodel.profile(self.ir, self.target)  # type: ignore[arg-type]
+            table["model"] = perfmodel.model(self._profile, self.target, table)  # type: ignore[arg-type]
         return table
 
 
@@ -524,7 +539,7 @@ def compile_program(program: Block, trace: list[tuple[str, Block]] | None = None
     first = trace[0][1] if trace else program
     return Program(c_program, module, tuple(flags), program, trace or [("lower", program)],
                    overwritten=overwritten_outputs(first),
-                   specialised=tags.specialised(first.tags))
+                   specialised=tags.specialised(first.tags), target=target)
 
 
 def overwritten_outputs(program: Block) -> frozenset[str]:
@@ -635,7 +650,7 @@ def compile(source: object, inputs: Mapping[str, object] | None = None,
         if progress is not None:
             progress("done", 0, 0)
         return wrap(Program(cached, module, flags, _rerun=rerun, overwritten=front.overwritten,
-                            specialised=dict(front.specialised)))
+                            specialised=dict(front.specialised), target=config.target))
     entries = [e.name for _, e in pipeline(config)]
     with _progress.tracking(progress, 3 + len(entries)):
         _progress.step("lower")
@@ -646,7 +661,7 @@ def compile(source: object, inputs: Mapping[str, object] | None = None,
         if cached is not None:
             module = build(cached.source, flags, openmp=cached.uses_openmp)
             prog = Program(cached, module, flags, _rerun=rerun, overwritten=overwritten,
-                           specialised=specialised)
+                           specialised=specialised, target=config.target)
         else:
             final, trace = run_pipeline(program, config, verify=verify, check=check,
                                         timings=_progress.PassSteps(entries))

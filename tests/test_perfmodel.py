@@ -1,0 +1,283 @@
+"""The performance model (stripe.perfmodel, docs/perfmodel.md): its numbers for a small
+staged matmul worked out by hand, the bound flipping with bandwidth, double buffering, what
+is not modelled, and the model of a real pipeline agreeing with the measured counters."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stripe
+from stripe import perfmodel
+from stripe.compiler import compile_program
+from stripe.irparser import parse_ir
+from stripe.target import Compute, Memory, Target, Unit
+
+# A 4x8 @ 8x4 float32 matmul in two tiles of 2 rows (t). Each execution of the stage copies
+# A's 2x8 rows (64 B) and all of B (128 B) into SRAM, fills the 2x4 C tile (8 ops on the
+# VPU), runs 2x4x8 = 64 MACs on the 2 PEs (one row each: PE[m]) and copies the C tile
+# (32 B) back to DRAM.
+STAGED_MATMUL = """#program
+block []:1 ( // program
+    #user in new A[0, 0] fp32:I(4, 8):(8, 1)
+    #user in new B[0, 0] fp32:I(8, 4):(4, 1)
+    #user out new C[0, 0] fp32:I(4, 4):(4, 1)
+) {
+    0: #main
+    block []:1 ( // main
+        in A[0, 0] fp32:I(4, 8):(8, 1)
+        in B[0, 0] fp32:I(8, 4):(4, 1)
+        out C[0, 0] fp32:I(4, 4):(4, 1)
+    ) {
+        0: #contraction #kernel #scheduled
+        block [t:2]:2 ( // mm
+            in A[2*t, 0] fp32:I(2, 8):(8, 1)
+            in B[0, 0] fp32:I(8, 4):(4, 1)
+            out C[2*t, 0] fp32:I(2, 4):(4, 1)
+            none new A_s<SRAM>[0, 0] fp32:I(2, 8):(8, 1)
+            none new B_s<SRAM>[0, 0] fp32:I(8, 4):(4, 1)
+            none new C_s<SRAM>[0, 0] fp32:I(2, 4):(4, 1)
+        ) {
+            0: #transfer
+            block<DMA> [i:2, j:8]:16 ( // in_a
+                in A[i, j] fp32:I(1, 1):(8, 1)
+                out A_s[i, j] fp32:I(1, 1):(8, 1)
+            ) {
+                0: $x = load(A)
+                1: A_s = store($x)
+            }
+            1: #transfer
+            block<DMA> [i:8, j:4]:32 ( // in_b
+                in B[i, j] fp32:I(1, 1):(4, 1)
+                out B_s[i, j] fp32:I(1, 1):(4, 1)
+            ) {
+                0: $x = load(B)
+                1: B_s = store($x)
+            }
+            2: block<VPU> [i:2, j:4]:8 ( // fill
+                out C_s[i, j] fp32:I(1, 1):(4, 1)
+            ) {
+                0: $z = (fp32)0.0
+                1: C_s = store($z)
+            }
+            3: block<PE[m]> [m:2, n:4, k:8]:64 ( // mac
+                in A_s[m, k] fp32:I(1, 1):(8, 1)
+                in B_s[k, n] fp32:I(1, 1):(4, 1)
+                out C_s[m, n]:add fp32:I(1, 1):(4, 1)
+            ) {
+                0: $a = load(A_s)
+                1: $b = load(B_s)
+                2: $c = mul:fp32($a, $b)
+                3: C_s = store($c)
+            }
+            4: #transfer
+            block<DMA> [i:2, j:4]:8 ( // out_c
+                in C_s[i, j] fp32:I(1, 1):(4, 1)
+                out C[i, j] fp32:I(1, 1):(4, 1)
+            ) {
+                0: $x = load(C_s)
+                1: C = store($x)
+            }
+        }
+    }
+}
+"""
+
+DRAM = Memory("DRAM", 1 << 20, bandwidth=8, latency=10, main=True)
+SRAM = Memory("SRAM", 4096, bandwidth=32, latency=1)
+UNITS = (Unit("PE", count=2, runs=("contraction",), reaches=("SRAM",), macs_per_cycle=4),
+         Unit("VPU", runs=("fill",), reaches=("SRAM",), ops_per_cycle=2),
+         Unit("DMA", kind="transfer", reaches=("DRAM", "SRAM"), bytes_per_cycle=16))
+TARGET = Target("small", (DRAM, SRAM), Compute(units=2, clock_mhz=500), (), UNITS)
+
+
+def _model(target: Target, text: str = STAGED_MATMUL) -> dict:
+    prog = compile_program(parse_ir(text), target=target)
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    b = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-6)
+    stats = prog.stats()
+    assert "model" in stats
+    return stats["model"]
+
+
+def test_the_model_of_a_staged_matmul_by_hand():
+    m = _model(TARGET)
+    # work: 2 executions x 64 MACs on 2 PEs of 4 MACs/cycle; 2 x 8 fill ops on 1 VPU of 2
+    compute = 2 * 64 / (4 * 2) + 2 * 8 / 2  # 16 + 8
+    # traffic: 2 x (64 + 128 + 32) = 448 B through DRAM (and SRAM), 3 transfers each time
+    dram = 448 / 8 + 10 * 6  # 56 busy + 60 latency = 116
+    sram = 448 / 32 + 1 * 6  # 20
+    dma = 448 / 16           # 28
+    assert (m["units"]["PE"]["macs"], m["units"]["VPU"]["ops"],
+            m["units"]["DMA"]["bytes"]) == (128, 16, 448)
+    [stage] = m["stages"]
+    assert (stage["name"], stage["kind"], stage["executions"]) == ("mm", "stage", 2)
+    assert stage["compute_cycles"] == compute == 24
+    assert stage["transfer_cycles"] == max(dram, sram, dma) == 116
+    assert stage["cycles"] == m["cycles"] == 24 + 116  # not overlapped: the sum
+    assert stage["bound"] == "DRAM"
+    assert m["seconds"] == pytest.approx(140 / 500e6)
+    assert m["units"]["PE"]["busy_cycles"] == 16
+    assert m["units"]["PE"]["utilisation"] == pytest.approx(16 / 140, abs=1e-6)
+    assert m["units"]["DMA"]["utilisation"] == pytest.approx(28 / 140, abs=1e-6)
+    assert m["memories"]["DRAM"] == {"main": True, "bytes": 448, "transfers": 6, "peak_bytes": 0,
+                                     "busy_cycles": 56, "utilisation": 0.4}
+    assert m["memories"]["SRAM"]["peak_bytes"] == (16 + 32 + 8) * 4  # A_s, B_s, C_s
+    assert m["traffic"] == "measured" and m["not_modelled"] == []
+
+
+def test_the_bound_flips_from_memory_to_compute_with_bandwidth():
+    fast = dataclasses.replace(TARGET, memories=(
+        dataclasses.replace(DRAM, bandwidth=64, latency=0),
+        dataclasses.replace(SRAM, bandwidth=64, latency=0)))
+    fast = dataclasses.replace(fast, unit_decls=UNITS[:2] + (
+        dataclasses.replace(UNITS[2], bytes_per_cycle=64),))
+    m = _model(fast)
+    [stage] = m["stages"]
+    assert stage["transfer_cycles"] == 448 / 64 == 7
+    assert stage["bound"] == "compute"
+    assert m["cycles"] == 24 + 7
+
+
+def test_a_double_buffered_stage_overlaps_transfers_with_compute():
+    text = STAGED_MATMUL.replace("#contraction #kernel #scheduled",
+                                 f"#contraction #{perfmodel.OVERLAP_TAG} #kernel #scheduled")
+    m = _model(TARGET, text)
+    [stage] = m["stages"]
+    assert stage["overlapped"] and stage["bound"] == "DRAM"
+    # max(24, 116), plus the shorter part of one of the 2 executions (the pipeline's fill)
+    assert stage["cycles"] == 116 + 24 / 2 < 24 + 116
+
+
+def test_what_has_no_numbers_is_reported_not_guessed():
+    bare = dataclasses.replace(
+        TARGET, memories=(dataclasses.replace(DRAM, bandwidth=0), SRAM),
+        unit_decls=(dataclasses.replace(UNITS[0], macs_per_cycle=0),) + UNITS[1:],
+        compute=Compute(units=2))
+    m = _model(bare)
+    assert m["seconds"] is None
+    assert m["units"]["PE"]["busy_cycles"] is None and m["units"]["PE"]["utilisation"] is None
+    assert m["memories"]["DRAM"]["busy_cycles"] is None
+    notes = " | ".join(m["not_modelled"])
+    assert "DRAM: no bandwidth given" in notes and "448 B" in notes
+    assert "PE: 128 macs with no macs_per_cycle" in notes
+    assert "clock_mhz" in notes
+    # what is left: the VPU (8) and the SRAM and DMA transfers (max(20, 28))
+    assert m["stages"][0]["cycles"] == 8 + 28
+
+
+def test_work_on_no_declared_unit_is_host_work():
+    text = STAGED_MATMUL.replace("block<VPU> [i:2, j:4]", "block [i:2, j:4]")
+    m = _model(TARGET, text)
+    assert any(n.startswith("host: 16 ops on no declared unit") and "mm" in n
+               for n in m["not_modelled"])
+    assert m["stages"][0]["compute_cycles"] == 16
+
+
+def test_work_located_without_a_bank_runs_on_one_instance():
+    """The same MACs on ``PE`` (no bank) run on one of the 2 PEs: twice the time, and the
+    utilisation (against both PEs) is the same work over the longer program."""
+    m = _model(TARGET, STAGED_MATMUL.replace("block<PE[m]>", "block<PE>"))
+    assert m["units"]["PE"]["busy_cycles"] == 2 * 64 / 4 == 32
+    assert m["cycles"] == 32 + 8 + 116
+    assert m["units"]["PE"]["utilisation"] == pytest.approx(16 / 156, abs=1e-6)
+
+
+def test_a_target_without_units_has_no_model():
+    prog = compile_program(parse_ir(STAGED_MATMUL),
+                           target=dataclasses.replace(TARGET, unit_decls=()))
+    prog(A=np.zeros((4, 8), np.float32), B=np.zeros((8, 4), np.float32))
+    assert "model" not in prog.stats() and "SRAM" in prog.stats()
+
+
+def test_the_model_before_any_call_derives_the_traffic_from_the_ir():
+    # (a C text of its own: a module loaded before keeps the counters of its last call)
+    prog = compile_program(parse_ir(STAGED_MATMUL.replace("// mm", "// mm_uncalled")),
+                           target=TARGET)
+    m = prog.stats()["model"]
+    assert m["traffic"] == "derived" and m["cycles"] == 140
+
+
+def test_the_profile_counts_points_under_constraints_exactly():
+    """A ragged last tile: 5 rows in tiles of 2 -> the constraint cuts the third tile to one
+    row; the IR's counts (isl) are the executed points, as the C code's counters are."""
+    text = STAGED_MATMUL.replace("block [t:2]:2 ( // mm", "block [t:3]:3 ( // mm")
+    text = text.replace("block<PE[m]> [m:2, n:4, k:8]:64 ( // mac\n",
+                        "block<PE[m]> [m:2, n:4, k:8, t = t:1]:64 ( // mac\n"
+                        "                4 - 2*t - m >= 0\n")
+    prof = perfmodel.profile(parse_ir(text), TARGET)
+    [g] = prof.groups
+    assert g.work[("PE", "macs")] == (2 + 2 + 1) * 4 * 8
+
+
+NPU_SMALL = """
+target: npu_small
+memories:
+  - {name: DRAM, size: 1GiB, line: 64, bandwidth: 16, latency: 100, main: true}
+  - {name: SRAM, size: 64KiB, line: 64, banks: 2, bandwidth: 64, latency: 2}
+compute: {units: 2, vector_width: 64, clock_mhz: 1000}
+units:
+  - {name: PE, count: 2, runs: [contraction], reaches: [SRAM], macs_per_cycle: 16}
+  - {name: DMA, kind: transfer, reaches: [DRAM, SRAM], bytes_per_cycle: 32}
+cflags: [-O2]
+passes:
+  - {name: tile_sram, type: autotile, options: {reqs: [contraction], outer_set: [sram_tiles],
+     inner_set: [sram_tile], max_total_size: 8192, units: 1, only_po2: true}}
+  - {name: split_pes, type: partition_compute,
+     options: {reqs: [sram_tile], unit_name: PE, inner_set: [pe_share]}}
+  - {name: stage, type: cache, options: {reqs: [sram_tile], mem_loc: SRAM, xfer_loc: DMA}}
+  - {name: schedule, type: schedule, options: {reqs: [sram_tiles], mem_loc: SRAM,
+     xfer_loc: DMA}}
+  - {name: place, type: place, options: {reqs: [all], locs: [SRAM]}}
+"""
+
+
+def test_a_compiled_pipeline_models_its_measured_traffic(tmp_path: Path, rng):
+    """A 32x48 @ 48x40 matmul through a small NPU pipeline: the model's bytes per memory are
+    the measured counters, the IR-derived transfers agree with the measured ones, the MACs
+    are the matmul's, and the program's cycles are the sum of its outermost groups."""
+    config = tmp_path / "npu_small.yaml"
+    config.write_text(NPU_SMALL)
+    prog = stripe.compile("function (A[M, K], B[K, N]) -> (C) "
+                          "{ C[m, n : M, N] = +(A[m, k] * B[k, n]); }",
+                          {"A": ((32, 48), "float32"), "B": ((48, 40), "float32")},
+                          target=str(config))
+    a = rng.standard_normal((32, 48), dtype=np.float32)
+    b = rng.standard_normal((48, 40), dtype=np.float32)
+    np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-4)
+    stats = prog.stats()
+    m = stats["model"]
+    assert m["units"]["PE"]["macs"] == 32 * 48 * 40
+    assert m["memories"]["DRAM"]["bytes"] == (stats["main"]["bytes_in"]
+                                              + stats["main"]["bytes_out"])
+    assert m["memories"]["SRAM"]["bytes"] == (stats["SRAM"]["bytes_in"]
+                                              + stats["SRAM"]["bytes_out"])
+    prof = perfmodel.profile(prog.ir, stripe.load_config(str(config)).target)
+    assert prof.total("transfers_in", "SRAM") == stats["SRAM"]["transfers"]
+    assert prof.total("bytes_in", "SRAM") == stats["SRAM"]["bytes_in"]
+    stages = [s for s in m["stages"] if s["kind"] == "stage"]
+    assert stages and all(s["bound"] in ("compute", "DRAM", "SRAM", "DMA") for s in stages)
+    top = sum(s["cycles"] for s in m["stages"] if s["depth"] == 0)
+    assert m["cycles"] == pytest.approx(top)
+    pe = m["units"]["PE"]
+    assert pe["busy_cycles"] == 32 * 48 * 40 / (16 * 2)
+    assert 0 < pe["utilisation"] < 1
+
+
+def test_perfmodel_md_shows_the_model_of_the_npu_matmul(rng):
+    """The example in docs/perfmodel.md is what the model prints for npu_example."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "perfmodel.md").read_text()
+    rest = text[text.index("## An example"):]
+    start = rest.index("```\n") + 4
+    shown = rest[start:rest.index("```", start)]
+    prog = stripe.compile("function (A[M, K], B[K, N]) -> (C) "
+                          "{ C[m, n : M, N] = +(A[m, k] * B[k, n]); }",
+                          {"A": ((64, 96), "float32"), "B": ((96, 80), "float32")},
+                          target="npu_example")
+    prog(A=rng.standard_normal((64, 96), dtype=np.float32),
+         B=rng.standard_normal((96, 80), dtype=np.float32))
+    assert perfmodel.format_model(prog.stats()["model"]) + "\n" == shown
