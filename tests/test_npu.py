@@ -120,3 +120,63 @@ def test_stripe_run_prints_the_stats_table(capsys):
     assert header.split()[1:] == ["bytes_in", "bytes_out", "invocations", "peak_bytes",
                                   "transfers"]
     assert any(line.split()[:2] == ["SRAM", "86016"] for line in out.splitlines())
+
+
+# docs/accelerators.md: the sections beyond the matmul's kernel (tests/test_docs.py checks
+# those) are real output too ------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _doc_block(heading: str, lang: str) -> str:
+    text = (DOCS / "accelerators.md").read_text()
+    rest = text[text.index(heading):]
+    start = rest.index(f"```{lang}\n") + len(lang) + 4
+    return rest[start:rest.index("```", start)]
+
+
+def test_accelerators_md_shows_the_real_fill_and_softmax(npu_matmul):
+    prog, _, _ = npu_matmul
+    # after place, as the page's other examples (the back end's decision tags left out)
+    assert stripe.print_ir(_block(dict(prog.trace)["place"], "kernel_0")) == _doc_block(
+        "### The zero fill, on the VPUs", "stripe")
+    from ops_catalog import OPS_BY_NAME
+    op = OPS_BY_NAME["softmax"]
+    soft = stripe.compile(op.source, op.input_specs(), target="npu_example")
+    assert stripe.print_ir(_block(dict(soft.trace)["place"], "kernel_1")) == _doc_block(
+        "### Elementwise kernels and reductions", "stripe")
+
+
+def test_accelerators_md_shows_the_real_mapping_error(tmp_path):
+    path = tmp_path / "npu_unstaged.yaml"
+    path.write_text("target: npu_unstaged\nextends: npu_example\npasses:\n"
+                    "  - name: stage\n    options: {reqs: [nothing]}\n")
+    with pytest.raises(stripe.CompileError) as e:
+        stripe.compile(MATMUL, {"A": ((64, 96), "float32"), "B": ((96, 80), "float32")},
+                       target=str(path))
+    assert str(e.value) + "\n" == _doc_block("## Mapped, or refused", "text")
+
+
+def test_small_problems_are_staged_and_mapped():
+    """The numbers of docs/accelerators.md: a matmul and a convolution that fit one tile."""
+    from ops_catalog import OPS_BY_NAME
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((37, 23)).astype(np.float32)
+    b = rng.standard_normal((23, 41)).astype(np.float32)
+    prog = stripe.compile(MATMUL, {"A": a, "B": b}, target="npu_example")
+    np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-4)
+    stats = prog.stats()
+    # in: all of A and B; out: the zero fill of C, then C
+    assert stats["SRAM"]["bytes_in"] == (37 * 23 + 23 * 41) * 4 == 7176
+    assert stats["SRAM"]["bytes_out"] == 2 * 37 * 41 * 4 == 12136
+    assert stats["stencil"]["invocations"] == 40
+    conv = OPS_BY_NAME["conv2d"].source
+    i = rng.standard_normal((1, 12, 16, 8)).astype(np.float32)
+    f = rng.standard_normal((3, 3, 8, 16)).astype(np.float32)
+    prog = stripe.compile(conv, {"I": i, "F": f}, target="npu_example")
+    want = stripe.interpret(stripe.lower(conv, {"I": i, "F": f}), {"I": i, "F": f})["O"]
+    np.testing.assert_allclose(prog(I=i, F=f)["O"], want, rtol=1e-4, atol=1e-4)
+    stats = prog.stats()
+    assert stats["SRAM"]["bytes_in"] == (12 * 16 * 8 + 3 * 3 * 8 * 16) * 4 == 10752
+    assert stats["SRAM"]["bytes_out"] == 2 * 12 * 16 * 16 * 4 == 24576
+    assert stats["stencil"]["invocations"] == 432
