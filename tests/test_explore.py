@@ -159,3 +159,15 @@ def test_tied_paths_take_the_same_value(config: Path):
     assert "compute: {units: 4}" in text
     assert "- {name: PE, count: 4}" in text
     assert "options: {max_total_size: 4096}" in text
+
+
+def test_a_variant_that_does_not_compile_gets_an_error_row(config: Path):
+    """An SRAM of 1 KiB cannot hold the 2 KiB tiles that the tile budget allows: that row
+    says why (the schedule pass's working-set error); the other row has its numbers."""
+    study = ex.explore(str(config), MATMUL, INPUTS, ["memories.SRAM.size=1KiB,16KiB"],
+                       jobs=1, plot=False)
+    small, large = study.rows
+    assert "working set" in small["error"] and "exceeds" in small["error"]
+    assert small.get("cycles") is None and large["cycles"] > 0 and "error" not in large
+    assert study.columns[-1] == "error"
+    assert "| 1KiB | " in ex.table_text(study)
