@@ -25,13 +25,32 @@ statement with direct predecessors in the transitive reduction of the DAG gets
 ``deps=<p1>:<p2>...`` (their new positions). Transfer blocks (tagged ``transfer``) without a
 location get ``Location(xfer_loc)``, the unit that moves the data.
 
+Double buffering (``double_buffer: true``): a selected block whose points are tiles (an
+index ``t`` of range ``r >= 2``, the last one that is not passed in, unused by its
+constraints and location) and whose statements are all blocks (copy-ins, fills, the tile's
+computation, copy-outs, as ``cache`` leaves them) runs two tiles per point: ``t`` becomes
+``2*t + q`` for the two *stages* ``q = 0, 1`` (range ``ceil(r/2)``), every statement is
+repeated once per stage, each stage with its own copy of every allocation of the block
+(``<name>_0``, ``<name>_1``: two buffers alternating by tile parity), the block's views grow
+to cover both tiles, and stage 1's statements get the guard ``2*t + 1 <= r - 1`` when ``r``
+is odd. The order issues the copy-ins of tile ``2*t + 1`` (stage 1's leading ``transfer``
+blocks) before the computation of tile ``2*t``: stage 0's copy-ins, stage 1's copy-ins,
+the rest of stage 0, the rest of stage 1 -- so the transfer of the next tile overlaps the
+computation of the current one, on a machine whose transfer unit runs beside its compute
+unit. The order must be a topological order of the dependency graph of the repeated
+statements and both stages' buffers must fit ``mem_KiB``; otherwise the block is scheduled
+as without the option. A double-buffered block is tagged ``double_buffered`` and each of its
+statements ``stage=<q>``; with ``deps=`` they say which statement waits for which, which is
+what a performance model reads to credit the overlap (``docs/pass_schedule.md``).
+
 Preconditions: valid IR. Postconditions: the same outputs for every input (each point still
 runs its statements serially, in an order that respects every dependency: a topological
 order of the DAG); the peak working set is at most ``mem_KiB`` KiB, else
 :class:`WorkingSetError` names the block, the memory, the working set and the limit.
 
 Tags read: ``reqs``/``exclude``, ``transfer``. Tags set: ``scheduled``,
-``working_set_<mem_loc>=<bytes>`` (blocks), ``deps=...`` (statements).
+``working_set_<mem_loc>=<bytes>``, ``double_buffered`` (blocks), ``deps=...``,
+``stage=<q>`` (statements).
 """
 
 from __future__ import annotations
@@ -42,11 +61,13 @@ from dataclasses import dataclass, field, replace
 import networkx as nx
 
 from stripe import poly, tags
+from stripe.affine import Affine
 from stripe.errors import IRError
 from stripe.ir import (
     AggOp,
     Block,
     Constant,
+    Index,
     Intrinsic,
     Load,
     LoadIndex,
@@ -57,6 +78,7 @@ from stripe.ir import (
     Store,
     with_field,
 )
+from stripe.names import fresh_name
 from stripe.target import Target
 
 from .select import Selection, Site, rewrite
@@ -71,6 +93,11 @@ WORKING_SET_TAG = tags.WORKING_SET_TAG
 """Block tag: the peak working set in ``loc`` of the chosen order, in bytes."""
 DEPS_TAG = tags.DEPS_TAG
 """Statement tag: positions (``:``-separated) of its direct predecessors."""
+DOUBLE_BUFFERED = "double_buffered"
+"""Block tag: two tiles per point, each stage with its own buffers, the next tile's
+copy-ins issued before the current tile's computation."""
+STAGE = "stage"
+"""Statement tag ``stage=<q>`` of a double-buffered block: the tile ``2*t + q`` it works on."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +117,10 @@ class Options(Selection):
 
     xfer_loc: str = "DMA"
     """The transfer unit given to ``transfer`` blocks that have no location."""
+
+    double_buffer: bool = False
+    """Run two tiles per point of a block over tiles, each with its own buffers, issuing the
+    next tile's copy-ins before the current tile's computation (module docstring)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -313,13 +344,18 @@ def _schedule_block(block: Block, site: Site, options: Options) -> Block:
     budget = Budget(options.mem_loc, options.alignment or 1, (options.mem_KiB or 0) * 1024)
     if not budget.allocs(block):
         return block
-    graph = dependency_graph(block, site.ancestors)
-    order = list(range(len(block.stmts)))
-    peak, step = budget.profile(block, order)
-    greedy = greedy_order(block, graph, budget)
-    greedy_peak, greedy_step = budget.profile(block, greedy)
-    if greedy_peak < peak:  # the original order wins ties
-        order, peak, step = greedy, greedy_peak, greedy_step
+    doubled = _double_buffered(block, site, budget) if options.double_buffer else None
+    if doubled is not None:
+        block, order, graph = doubled
+        peak, step = budget.profile(block, order)
+    else:
+        graph = dependency_graph(block, site.ancestors)
+        order = list(range(len(block.stmts)))
+        peak, step = budget.profile(block, order)
+        greedy = greedy_order(block, graph, budget)
+        greedy_peak, greedy_step = budget.profile(block, greedy)
+        if greedy_peak < peak:  # the original order wins ties
+            order, peak, step = greedy, greedy_peak, greedy_step
     if budget.limit and peak > budget.limit:
         raise WorkingSetError(site.path, options.mem_loc, peak, options.mem_KiB, step)
     position = {old: new for new, old in enumerate(order)}
@@ -331,11 +367,100 @@ def _schedule_block(block: Block, site: Site, options: Options) -> Block:
     return block.replace(stmts=stmts, tags=frozenset(new_tags))
 
 
+# double buffering --------------------------------------------------------------------------
+
+
+def tile_index(block: Block) -> Index | None:
+    """The index a double-buffered ``block`` pairs tiles along: the last one that is not
+    passed in, of range >= 2, unused by the constraints and the location; or None."""
+    used = {n for c in block.constraints for n in c.vars()} | set(block.location.bank.vars())
+    for ix in reversed(block.idxs):
+        if not ix.is_passed_in and ix.range >= 2 and ix.name not in used:
+            return ix
+    return None
+
+
+def _double_buffered(block: Block, site: Site,
+                     budget: Budget) -> tuple[Block, list[int], nx.DiGraph] | None:
+    """``block`` running two tiles per point (module docstring), its statement order and
+    dependency graph; None when it does not apply, the order breaks a dependency or the
+    two stages' buffers do not fit."""
+    ix = tile_index(block)
+    if ix is None or not block.stmts or not all(isinstance(s, Block) for s in block.stmts):
+        return None
+    t = ix.name
+    views = [r for r in block.refs if not r.is_alloc]
+    coeffs = {r.into: tuple(a.coeff(t) for a in r.access) for r in views}
+    if any(c < 0 for cs in coeffs.values() for c in cs):
+        return None
+    two = {t: Affine.of(t) * 2}
+    refs: list[Refinement] = []
+    for r in views:
+        dims = tuple(replace(d, size=d.size + c) for d, c in zip(r.shape.dims, coeffs[r.into]))
+        refs.append(with_field(r, access=tuple(a.substitute(two) for a in r.access),
+                               shape=replace(r.shape, dims=dims)))
+    taken = {r.into for r in block.refs}
+    renames: list[dict[str, str]] = []
+    for q in (0, 1):
+        names = {}
+        for r in block.refs:
+            if r.is_alloc:
+                names[r.into] = fresh_name(f"{r.into}_{q}", taken)
+                taken.add(names[r.into])
+                refs.append(with_field(r, into=names[r.into]))
+        renames.append(names)
+    stages = [[_stage_stmt(s, t, q, ix.range, coeffs, renames[q]) for s in block.stmts]
+              for q in (0, 1)]
+    leading = [next((k for k, s in enumerate(st) if TRANSFER not in s.tags), len(st))
+               for st in stages]
+    flat = stages[0] + stages[1]
+    n = len(block.stmts)
+    order = (list(range(leading[0])) + list(range(n, n + leading[1]))
+             + list(range(leading[0], n)) + list(range(n + leading[1], 2 * n)))
+    new = block.replace(idxs=tuple(Index(i.name, -(-i.range // 2), i.affine, i.tags)
+                                   if i.name == t else i for i in block.idxs),
+                        refs=tuple(refs), stmts=tuple(flat),
+                        tags=block.tags | {DOUBLE_BUFFERED})
+    graph = dependency_graph(new, site.ancestors)
+    position = {old: k for k, old in enumerate(order)}
+    if any(position[i] > position[j] for i, j in graph.edges):
+        return None
+    if budget.limit and budget.profile(new, order)[0] > budget.limit:
+        return None
+    return new, order, graph
+
+
+def _stage_stmt(s: Statement, t: str, q: int, r: int, coeffs: dict[str, tuple[int, ...]],
+                renames: dict[str, str]) -> Block:
+    """Statement ``s`` of a double-buffered block for the tile ``2*t + q`` (stage ``q``)."""
+    assert isinstance(s, Block)
+    value = {t: Affine.of(t) * 2 + q}
+    idxs = [Index(i.name, i.range, i.affine.substitute(value), i.tags) if i.is_passed_in
+            else i for i in s.idxs]
+    refs = []
+    for v in s.refs:
+        if v.from_ in renames:
+            v = with_field(v, from_=renames[v.from_])
+        elif v.from_ in coeffs and q:
+            v = with_field(v, access=tuple(a + c * q
+                                           for a, c in zip(v.access, coeffs[v.from_])))
+        refs.append(v)
+    constraints = s.constraints
+    if q and r % 2:  # the last point has no second tile
+        name = fresh_name(f"{t}_tile", set(s.idx_names))
+        idxs.append(Index(name, 1, Affine.of(t) * 2 + q))
+        constraints = constraints + (Affine.of(r - 1) - Affine.of(name),)
+    stage = tags.keyed(STAGE, q)
+    return s.replace(idxs=tuple(idxs), refs=tuple(refs), constraints=constraints,
+                     tags=tags.without(s.tags, STAGE) | {stage})
+
+
 def run(block: Block, options: Options, target: Target) -> Block:
     """Order the statements of every selected block that allocates in ``mem_loc``."""
     options = options.for_target(target)
     return rewrite(block, options, lambda b, site: _schedule_block(b, site, options))
 
 
-__all__ = ["DEPS_TAG", "NAME", "Options", "SCHEDULED", "TRANSFER", "WORKING_SET_TAG",
-           "WorkingSetError", "dependency_graph", "greedy_order", "run"]
+__all__ = ["DEPS_TAG", "DOUBLE_BUFFERED", "NAME", "STAGE", "Options", "SCHEDULED", "TRANSFER",
+           "WORKING_SET_TAG", "WorkingSetError", "dependency_graph", "greedy_order", "run",
+           "tile_index"]

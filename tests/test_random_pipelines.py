@@ -139,13 +139,19 @@ def _options(draw, kind: str) -> dict[str, object]:  # type: ignore[no-untyped-d
                 "min_work": 1, "split_reductions": flag(), "split_min_points": pick(1, 64)}
     if kind == "partition_compute":
         return {"reqs": (pick("contraction", "tile"),), "num_parts": 2}
+    if kind == "map_threads":
+        threads = pick(1, 4, 8)
+        return {"reqs": (pick("contraction", "tile", "kernel"),), "threads": threads,
+                "subgroup": pick(1, 2, 4) if threads >= 4 else 1, "inner_set": ("tile",)}
+    if kind == "assign_unit":
+        return {"reqs": (pick("tile", "contraction", "kernel"),), "unit": pick("", "PE")}
     if kind == "partition_memory":
         return {"reqs": (pick("tile", "contraction"),), "num_parts": 2, "mem_name": "L2"}
     if kind == "transpose":
         return {"only_tmp": flag()}
     if kind == "schedule":
         return {"reqs": (pick("tiles", "all"),), "mem_loc": "L2", "mem_KiB": 64,
-                "xfer_loc": "CPU"}
+                "xfer_loc": "CPU", "double_buffer": flag()}
     raise AssertionError(f"no options drawn for pass type {kind}")
 
 
@@ -153,7 +159,7 @@ def _options(draw, kind: str) -> dict[str, object]:  # type: ignore[no-untyped-d
 # neighbours and inserts others anywhere, so that both plausible and odd orders appear (a
 # uniformly random order rarely meets what a pass looks for: hoist wants packed tiles).
 ORDER = ("fuse", "localize", "scalarize", "pad", "boundary", "autotile", "cache", "hoist",
-         "autotile", "stencil", "fold_init", "threads", "partition_compute",
+         "autotile", "stencil", "fold_init", "threads", "map_threads", "partition_compute",
          "partition_memory", "transpose", "schedule", "place", "cleanup")
 
 
