@@ -309,6 +309,8 @@ def model(prof: Profile, target: Target, measured: Mapping[str, Mapping[str, int
     for u in target.unit_decls:
         for kind in WORK_KINDS:
             amount = sum(g.work.get((u.name, kind), 0) for g in prof.groups)
+            if u.kind == "transfer" and kind == "bytes":
+                continue  # no bytes_per_cycle: bounded by the memories only
             if amount and not getattr(u, _RATE[kind]):
                 notes.append(f"{u.name}: {amount} {kind} with no {_RATE[kind]} given are "
                              f"not modelled")
@@ -386,6 +388,7 @@ def model(prof: Profile, target: Target, measured: Mapping[str, Mapping[str, int
         row = measured.get(c, {})
         busy = mem_busy.get(mem.name) if mem.bandwidth else None
         memories[mem.name] = {
+            "main": c == MAIN_COUNTER,
             "bytes": moved[c],
             "transfers": prof.total("transfers", c),
             "peak_bytes": int(row.get("peak_bytes", 0)) if isinstance(row, Mapping) else 0,

@@ -281,3 +281,103 @@ def test_perfmodel_md_shows_the_model_of_the_npu_matmul(rng):
     prog(A=rng.standard_normal((64, 96), dtype=np.float32),
          B=rng.standard_normal((96, 80), dtype=np.float32))
     assert perfmodel.format_model(prog.stats()["model"]) + "\n" == shown
+
+
+# Two levels of local memory: each outer stage copies 4 floats of X from DRAM into a global
+# buffer (GB), runs an inner stage twice (copy 2 floats into a PE buffer (PB), square them
+# on the PE, copy them back to GB), then copies the 4 results to Y in DRAM.
+NESTED = """#program
+block []:1 ( // program
+    #user in new X[0] fp32:I(8):(1)
+    #user out new Y[0] fp32:I(8):(1)
+) {
+    0: #main
+    block []:1 ( // main
+        in X[0] fp32:I(8):(1)
+        out Y[0] fp32:I(8):(1)
+    ) {
+        0: #eltwise #kernel #scheduled
+        block [t:2]:2 ( // outer
+            in X[4*t] fp32:I(4):(1)
+            out Y[4*t] fp32:I(4):(1)
+            none new G<GB>[0] fp32:I(4):(1)
+            none new H<GB>[0] fp32:I(4):(1)
+        ) {
+            0: #transfer
+            block<DMA> [i:4]:4 ( // x_to_g
+                in X[i] fp32:I(1):(1)
+                out G[i] fp32:I(1):(1)
+            ) {
+                0: $x = load(X)
+                1: G = store($x)
+            }
+            1: #scheduled
+            block [u:2]:2 ( // inner
+                in G[2*u] fp32:I(2):(1)
+                out H[2*u] fp32:I(2):(1)
+                none new P<PB>[0] fp32:I(2):(1)
+                none new Q<PB>[0] fp32:I(2):(1)
+            ) {
+                0: #transfer
+                block<DMA> [i:2]:2 ( // g_to_p
+                    in G[i] fp32:I(1):(1)
+                    out P[i] fp32:I(1):(1)
+                ) {
+                    0: $x = load(G)
+                    1: P = store($x)
+                }
+                1: block<PE> [i:2]:2 ( // square
+                    in P[i] fp32:I(1):(1)
+                    out Q[i] fp32:I(1):(1)
+                ) {
+                    0: $p = load(P)
+                    1: $q = mul:fp32($p, $p)
+                    2: Q = store($q)
+                }
+                2: #transfer
+                block<DMA> [i:2]:2 ( // q_to_h
+                    in Q[i] fp32:I(1):(1)
+                    out H[i] fp32:I(1):(1)
+                ) {
+                    0: $x = load(Q)
+                    1: H = store($x)
+                }
+            }
+            2: #transfer
+            block<DMA> [i:4]:4 ( // h_to_y
+                in H[i] fp32:I(1):(1)
+                out Y[i] fp32:I(1):(1)
+            ) {
+                0: $x = load(H)
+                1: Y = store($x)
+            }
+        }
+    }
+}
+"""
+
+
+def test_a_nested_stage_is_the_compute_of_its_parent():
+    """By hand: the inner stage runs 4 times: 8 squares on the PE (8 cycles) against 64 B
+    through GB at 8 B/cycle (8 cycles): 16. The outer stage's compute is those 16 cycles,
+    its transfers 64 B of DRAM at 2 B/cycle (32, the bound) and its own 64 B of GB (8). The
+    GB's measured 128 B are shared as the IR moves them: 64 B each. The DMA gives no rate:
+    it adds no limit and no note."""
+    target = Target("two_levels", (Memory("DRAM", 1 << 20, bandwidth=2, main=True),
+                                   Memory("GB", 1024, bandwidth=8),
+                                   Memory("PB", 64, bandwidth=16)),
+                    Compute(clock_mhz=100), (),
+                    (Unit("PE", runs=("eltwise",), reaches=("PB",), ops_per_cycle=1),
+                     Unit("DMA", kind="transfer", reaches=("DRAM", "GB", "PB"))))
+    prog = compile_program(parse_ir(NESTED), target=target)
+    x = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(prog(X=x)["Y"], x * x)
+    m = prog.stats()["model"]
+    outer, inner = m["stages"]
+    assert (inner["name"], inner["depth"], inner["executions"]) == ("inner", 1, 4)
+    assert (inner["compute_cycles"], inner["transfer_cycles"], inner["cycles"]) == (8, 8, 16)
+    assert (outer["compute_cycles"], outer["transfer_cycles"], outer["cycles"]) == (16, 32, 48)
+    assert outer["bound"] == "DRAM" and m["cycles"] == 48
+    assert m["memories"]["GB"]["bytes"] == 128 and m["memories"]["GB"]["busy_cycles"] == 16
+    assert m["memories"]["GB"]["transfers"] == 2 * 2 + 4 * 2
+    assert m["units"]["DMA"]["utilisation"] is None and m["not_modelled"] == []
