@@ -8,6 +8,9 @@ not map; :func:`stripe.passes.manager.run_pipeline` calls :func:`check_mapping` 
 last pass. The rule (``docs/hwconfigs.md``):
 
 * a block runs on the unit its ``location`` names, or its nearest ancestor's that has one;
+  a start block (``fresh_start``, :mod:`stripe.passes.start_fresh`) is the first part of
+  the block it starts (the C back end runs it in that block's loops) and is checked with
+  that block's tags and location;
 * every block that holds statements that compute (loads, stores, constants, operations,
   specials) runs on a declared unit: inside a block tagged ``transfer``, on a transfer
   unit; otherwise on a compute unit whose ``runs`` lists the kernel's kind
@@ -142,7 +145,17 @@ def _walk(block: Block, ancestors: tuple[Block, ...], path: str, target: Target,
             out.append(problem)
     for k, s in enumerate(block.stmts):
         if isinstance(s, Block):
+            started = block.stmts[k + 1] if k + 1 < len(block.stmts) else None
+            if T.FRESH_START in s.tags and isinstance(started, Block):
+                s = _as_part_of(s, started)
             _walk(s, ancestors + (block,), f"{path}/{s.name or f'#{k}'}", target, out)
+
+
+def _as_part_of(start: Block, started: Block) -> Block:
+    """A start block (``fresh_start``) seen as the first part of the block it starts, as the
+    C back end runs it: with that block's tags and, when it has none, its location."""
+    return start.replace(tags=start.tags | started.tags,
+                         location=start.location if start.location.name else started.location)
 
 
 def _check_block(block: Block, ancestors: tuple[Block, ...], path: str,

@@ -11,6 +11,7 @@ import pytest
 
 import stripe
 from stripe.config import list_configs, load_config
+from stripe.ir import Block, Constant, DType, Location, Store
 from stripe.mapping import MappingError, kernel_kind, unmapped
 from stripe.passes.manager import run_pipeline
 
@@ -164,3 +165,30 @@ def test_the_cpu_configs_keep_their_host_fallback():
     for name in list_configs():
         if name.startswith("cpu_"):
             assert load_config(name).target.compute.host_fallback is True
+
+
+def test_a_start_block_is_checked_as_part_of_the_block_it_starts(tmp_path: Path):
+    """start_fresh puts a block that stores the identity before a block with fresh views;
+    the C back end runs it inside that block's loops, so it runs on that block's unit."""
+    path = config(tmp_path)
+    target = load_config(path).target
+    prog = stripe.compile(MATMUL, MM_INPUTS, target=str(path))
+    main = prog.ir.stmts[0]
+    kernel = main.sub_blocks[1]
+    k, out = next((k, s) for k, s in enumerate(kernel.stmts)
+                  if isinstance(s, Block) and "cache_out" in s.tags)
+    start = Block(name=f"{out.name}_fresh", idxs=out.idxs,
+                  refs=tuple(r for r in out.refs if r.dir.writes),
+                  stmts=(Constant("$zero", 0.0, DType.FLOAT32), Store("$zero", "C")),
+                  tags=frozenset({"fresh_start"}))
+
+    def with_start(before: Block) -> Block:
+        stmts = kernel.stmts[:k] + (start, before) + kernel.stmts[k + 1:]
+        new_main = main.replace(stmts=(main.stmts[0], kernel.replace(stmts=stmts)))
+        return prog.ir.replace(stmts=(new_main,))
+
+    assert unmapped(with_start(out), target) == []  # on the DMA, as a transfer
+    # before a block on no unit, it is unmapped as that block is
+    problems = unmapped(with_start(out.replace(location=Location())), target)
+    assert [p.path.rsplit("/", 1)[1] for p in problems] == [start.name, out.name]
+    assert all("a transfer block runs on no unit" in p.what for p in problems)
