@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ops_catalog import OPS, random_inputs
-from test_random_programs import Program, programs
+from test_random_programs import Program, parity_array, parity_programs, programs
 
 import stripe
 from stripe.compiler import compile_program
@@ -105,6 +105,31 @@ def test_random_program_is_mapped_and_runs(config: str, prog: Program, seed: int
     compiled = compile_program(final, trace)
     got = compiled(**arrays)["O"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=prog.source)
+    assert local_traffic(compiled.stats(), cfg.target) > 0, prog.source
+
+
+@pytest.mark.parametrize("config", ACCELERATORS)
+@settings(max_examples=_EXAMPLES, deadline=None, derandomize=not LONG,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(prog=parity_programs(), seed=st.integers(0, 2**16))
+def test_random_parity_program_is_mapped_and_runs(config: str, prog: Program,
+                                                   seed: int) -> None:
+    """PlaidML's constructs and every dtype (``parity_programs``)."""
+    cfg = load_config(config)
+    rng = np.random.default_rng(seed)
+    arrays = {n: parity_array(rng, s, t) for n, (s, t) in prog.inputs.items()}
+    program = stripe.lower(prog.source, arrays)
+    want = stripe.interpret(program, arrays)["O"]
+    final, trace = run_pipeline(program, cfg, verify=True)
+    assert unmapped(final, cfg.target) == [], prog.source
+    compiled = compile_program(final, trace)
+    got = compiled(**arrays)["O"]
+    assert got.shape == want.shape and got.dtype == want.dtype, prog.source
+    if want.dtype.kind in "iub":
+        np.testing.assert_array_equal(got, want, err_msg=prog.source)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                   rtol=prog.tol, atol=prog.tol, err_msg=prog.source)
     assert local_traffic(compiled.stats(), cfg.target) > 0, prog.source
 
 
