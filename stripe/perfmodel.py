@@ -12,9 +12,10 @@ Two inputs, documented in ``docs/perfmodel.md``:
 * **Derived from the IR** (:func:`profile`, once per program): the *groups* of work -- every
   block tagged ``scheduled`` (a *stage*, nested stages inside their parent) and, for the rest,
   every kernel -- with, exactly (points counted over the nested iteration space, with isl
-  where constraints cut it), the work each unit does (multiply-accumulates of a contraction's
-  points, operations of other points, bytes a transfer unit moves), the bytes that transfer
-  blocks move into and out of each memory, and the transfers touching each memory.
+  where constraints cut it), the work each unit does (multiply-accumulates: the points of a
+  kernel tagged ``agg_op_add`` and ``comb_op_mul``; operations of other points; bytes a
+  transfer unit moves), the bytes that transfer blocks move into and out of each memory, and
+  the transfers touching each memory.
 * **Measured** (``Program.stats()``, the emitted code's counters): bytes into and out of each
   memory by transfer blocks, transfers into it, its peak of live bytes. The model takes each
   memory's measured bytes and shares them among the groups as the IR does (the two agree for
@@ -62,6 +63,8 @@ HOST = ""
 WORK_KINDS = ("macs", "ops", "bytes")
 """What a unit's work is counted in: multiply-accumulates (a contraction's points), other
 operations, bytes moved (a transfer unit)."""
+MAC_TAGS = frozenset({tags.agg_op_tag("add"), tags.comb_op_tag("mul")})
+"""A kernel with both tags multiplies and accumulates: its aggregating points are MACs."""
 _RATE = {"macs": "macs_per_cycle", "ops": "ops_per_cycle", "bytes": "bytes_per_cycle"}
 
 
@@ -121,7 +124,7 @@ class _Walk:
         self.groups: list[Group] = []
         self._counts: dict[tuple[int, ...], int] = {}
         self.kernel_tags: frozenset[str] = frozenset()
-        """The tags of the kernel being walked (a contraction's points are MACs)."""
+        """The tags of the kernel being walked (a multiply-accumulate's points are MACs)."""
 
     def points(self, path: Sequence[Block]) -> int:
         """Executions of the last block's body: the points of the nested iteration space of
@@ -208,7 +211,7 @@ class _Walk:
             return
         aggregating = sum(1 for s in stmts if isinstance(s, Store)
                           and b.ref(s.into).agg_op is not AggOp.ASSIGN)
-        if aggregating and tags.CONTRACTION in self.kernel_tags:
+        if aggregating and MAC_TAGS <= self.kernel_tags:
             work("macs", n * aggregating)
             return
         ops = aggregating + sum(1 for s in stmts if isinstance(s, Intrinsic))

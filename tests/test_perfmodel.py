@@ -32,7 +32,7 @@ block []:1 ( // program
         in B[0, 0] fp32:I(8, 4):(4, 1)
         out C[0, 0] fp32:I(4, 4):(4, 1)
     ) {
-        0: #contraction #kernel #scheduled
+        0: #agg_op_add #comb_op_mul #contraction #kernel #scheduled
         block [t:2]:2 ( // mm
             in A[2*t, 0] fp32:I(2, 8):(8, 1)
             in B[0, 0] fp32:I(8, 4):(4, 1)
