@@ -145,10 +145,10 @@ def _accelerator_names() -> set[str]:
     return names
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    """ids of the docstring nodes (module, class, function)."""
+def _docstrings(nodes: list[ast.AST]) -> set[int]:
+    """ids of the docstring nodes (module, class, function) among ``nodes``."""
     out = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -165,15 +165,22 @@ def _is_target_name(node: ast.AST) -> bool:
     return bool(re.search(r"target|config|cfg", label, re.IGNORECASE))
 
 
+_NAME_OF = re.compile(r"(target|config|cfg)\w*\.name\b", re.IGNORECASE)
+
+
 def target_name_uses(path: Path, names: set[str], root: Path = ROOT) -> list[str]:
     """Where ``path`` names one of ``names`` in a string (docstrings aside) or compares a
     target's or config's name with anything."""
-    tree = ast.parse(path.read_text(), str(path))
-    docs = _docstrings(tree)
+    text = path.read_text()
     words = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names))) + r")\b") if names \
         else None
+    if not (words is not None and words.search(text)) and not _NAME_OF.search(text):
+        return []  # neither a name nor a ``<target>.name`` anywhere in the file
+    tree = ast.parse(text, str(path))
+    nodes = list(ast.walk(tree))
+    docs = _docstrings(nodes)
     found = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if (words is not None and isinstance(node, ast.Constant) and isinstance(node.value, str)
                 and id(node) not in docs and words.search(node.value)):
             found.append(f"{path.relative_to(root)}:{node.lineno}: names "
