@@ -8,6 +8,13 @@ reader never sees half a file. Beside each module a ``.sha256`` file records the
 hash and file name; an entry whose hash does not match (a corrupt or truncated file) is
 rebuilt, never loaded. A cache directory that cannot be written is replaced, with a warning,
 by a private temporary one. See docs/codegen.md#the-build-cache.
+
+A large program (at least :data:`PARALLEL_LINES` lines of C: a whole network) is compiled in
+parallel parts when the process has several cores: gcc's link-time optimisation splits the
+translation unit's functions (each OpenMP region is one) into balanced partitions and
+compiles them in as many jobs as the process has cores (``STRIPE_BUILD_JOBS`` overrides the
+count; 1 compiles in one piece). The partitions get the same flags; the module computes the
+same results either way, so the cache key does not depend on it.
 """
 
 from __future__ import annotations
@@ -64,6 +71,46 @@ SANITIZERS = {"address": ("-fsanitize=address", "-fno-omit-frame-pointer"),
 # flags the link step also gets: UBSan's runtime is a dependency of the module (ASan's must be
 # preloaded instead, before anything else)
 _LINKED = ("-fsanitize=undefined",)
+
+
+PARALLEL_LINES = 4000
+"""C sources of at least this many lines are compiled in parallel parts (see the module
+docstring); smaller ones in one piece (the split costs more than it saves)."""
+
+
+def build_jobs() -> int:
+    """How many C compiler jobs a large program is compiled in: ``STRIPE_BUILD_JOBS`` (a
+    positive integer) when set, else the cores this process may run on (its affinity mask).
+    A value that is not a positive integer raises StripeError."""
+    text = os.environ.get("STRIPE_BUILD_JOBS", "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise StripeError(f"STRIPE_BUILD_JOBS={text[:40]!r} is not a positive integer")
+        return min(int(text), 64)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@cache
+def _is_gcc(cc: str) -> bool:
+    """Does ``cc`` behave as gcc (its ``-flto=N`` partitions a unit into N jobs)? Clang,
+    which also defines ``__GNUC__``, does not."""
+    out = _cflags._run([cc, "-dM", "-E", "-x", "c", os.devnull])
+    text = "" if out is None else out.stdout
+    return "#define __GNUC__" in text and "__clang__" not in text
+
+
+def parallel_flags(source: str, flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The flags that compile ``source`` (built with ``flags``) in parallel parts, for both
+    the compile and the link step; none for a small source, one job, a compiler other than
+    gcc, or a sanitizer build."""
+    jobs = build_jobs()
+    if (jobs < 2 or source.count("\n") < PARALLEL_LINES
+            or any(f.startswith("-fsanitize") for f in flags) or not _is_gcc(_compiler())):
+        return ()
+    return (f"-flto={jobs}", "-flto-partition=balanced")
 
 
 def sanitizer_flags() -> tuple[str, ...]:
@@ -439,9 +486,12 @@ def _compile_into(name: str, module_name: str, source: str, flags: tuple[str, ..
     try:
         ffi = cffi.FFI()
         ffi.cdef(CDEF)
-        ffi.set_source(module_name, source, extra_compile_args=list(flags),
-                       extra_link_args=(["-fopenmp"] if openmp else [])
-                       + [f for f in flags if f in _LINKED], libraries=["m"])
+        parts = parallel_flags(source, flags)
+        # the link step of a parallel build compiles the parts: it gets every flag
+        linked = list(flags) if parts else [f for f in flags if f in _LINKED]
+        ffi.set_source(module_name, source, extra_compile_args=list(flags + parts),
+                       extra_link_args=(["-fopenmp"] if openmp else []) + linked
+                       + list(parts), libraries=["m"])
         build_count += 1
         _progress.step("compile C")
         log = os.environ.get(_BUILD_LOG)

@@ -25,7 +25,7 @@ import stripe.codegen.build as build_mod
 import stripe.compiler as compiler_mod
 from stripe import pipeline_cache, progress
 from stripe.config import load_config
-from stripe.errors import ArgumentTypeError
+from stripe.errors import ArgumentTypeError, StripeError
 from stripe.ir import Block
 from stripe.passes import autotile
 from stripe.passes.manager import run_pipeline
@@ -273,3 +273,40 @@ def test_progress_argument_is_checked():
     source, inputs = chain(2, side=4)
     with pytest.raises(ArgumentTypeError, match="progress"):
         stripe.compile(source, inputs, "cpu_generic", progress=3)  # type: ignore[arg-type]
+
+
+# the C compiler in parallel parts ------------------------------------------------------------
+
+
+def test_large_programs_are_compiled_in_parallel_parts(cache, monkeypatch, rng):
+    """A source of PARALLEL_LINES lines or more, with several jobs, is compiled by gcc in
+    partitions (-flto=N); a small one, one job, or a sanitizer build in one piece. The
+    module computes the same as one built in one piece."""
+    big = "\n" * build_mod.PARALLEL_LINES
+    monkeypatch.setenv("STRIPE_BUILD_JOBS", "2")
+    gcc = build_mod._is_gcc(build_mod._compiler())
+    assert build_mod.parallel_flags(big, ("-O3",)) == (
+        ("-flto=2", "-flto-partition=balanced") if gcc else ())
+    assert build_mod.parallel_flags("\n", ("-O3",)) == ()
+    assert build_mod.parallel_flags(big, ("-O3", "-fsanitize=address")) == ()
+    monkeypatch.setenv("STRIPE_BUILD_JOBS", "1")
+    assert build_mod.parallel_flags(big, ("-O3",)) == ()
+    for bad in ("0", "-2", "two", "1.5"):
+        monkeypatch.setenv("STRIPE_BUILD_JOBS", bad)
+        with pytest.raises(StripeError, match="STRIPE_BUILD_JOBS"):
+            build_mod.build_jobs()
+    if not gcc:
+        pytest.skip("the parallel build needs gcc")
+    # a real program built both ways (the threshold lowered so that a small one splits)
+    source, inputs = chain(20, side=8)
+    x = {"A": rng.standard_normal((8, 8)).astype(np.float32),
+         "B": rng.standard_normal((8, 8)).astype(np.float32)}
+    outs = []
+    for jobs, lines in (("1", build_mod.PARALLEL_LINES), ("2", 1)):
+        monkeypatch.setenv("STRIPE_BUILD_JOBS", jobs)
+        monkeypatch.setattr(build_mod, "PARALLEL_LINES", lines)
+        monkeypatch.setattr(build_mod, "_loaded", {})
+        for old in cache.glob("_stripe_*"):
+            old.unlink()
+        outs.append(stripe.compile(source, inputs)(**x)["O"])
+    np.testing.assert_array_equal(outs[0], outs[1])
