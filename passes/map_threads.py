@@ -24,18 +24,22 @@ cache) see every selected block. The C back end runs the threads as loops, in in
 one after the other: a faithful simulation of a thread block, whose threads write disjoint
 elements.
 
+Copy blocks (``transfer``) and fills (``cache_init``) may be selected too: the threads of a
+block then share its copies into and out of shared memory, as a GPU's threads do, each
+thread moving its own elements.
+
 Left alone: a block that already has an index tagged ``idx_tag`` or ``lane_tag`` (mapped
-before), a block tagged ``transfer`` or ``cache_init``, and a block with a fresh view
-(``fold_init``) that a passed-in index of range > 1 does not access.
+before), and a block with a fresh view (``fold_init``) that a passed-in index of range > 1
+does not access.
 
 Preconditions: valid IR. Postconditions: valid IR with the same meaning (the point
 ``n = t*o + k`` runs once, as point ``k`` of thread ``o``); the threads write disjoint boxes
 of every written view; the thread count (product of the outer ranges) is at most
 ``threads``.
 
-Tags read: ``reqs``/``exclude``, ``idx_tag``/``lane_tag`` on indexes, ``transfer``,
-``cache_init``. Tags set: ``outer_set`` on the outer block, ``inner_set`` on the inner block,
-``idx_tag`` and ``lane_tag`` on the outer block's thread indexes.
+Tags read: ``reqs``/``exclude``, ``idx_tag``/``lane_tag`` on indexes. Tags set:
+``outer_set`` on the outer block, ``inner_set`` on the inner block, ``idx_tag`` and
+``lane_tag`` on the outer block's thread indexes.
 """
 
 from __future__ import annotations
@@ -138,8 +142,6 @@ def thread_sizes(block: Block, options: Options) -> dict[str, int]:
 
 
 def _map(block: Block, site: Site, options: Options) -> Block:
-    if tags.TRANSFER in block.tags or "cache_init" in block.tags:
-        return block
     if any(options.idx_tag in i.tags or options.lane_tag in i.tags for i in block.idxs):
         return block
     sizes = thread_sizes(block, options)

@@ -74,14 +74,23 @@ def test_threads_lanes_and_budget(m: int, n: int, k: int, threads: int, subgroup
     assert inner.idx("k").range == k and "k" not in outer.idx_names
 
 
-def test_left_alone_once_mapped_and_for_transfers() -> None:
+def test_left_alone_once_mapped() -> None:
     program = lower(MATMUL, {"A": ((8, 4), "float32"), "B": ((4, 8), "float32")})
     opts = Opts(reqs=("kernel",), threads=4, subgroup=2)
     once = run_and_check(map_threads.run, program, opts)
     check_pass(map_threads.run, once, opts, unchanged=True)
-    text = print_ir(program).replace("#agg_op_add #comb_op_mul #contraction #kernel",
-                                     "#agg_op_add #comb_op_mul #contraction #kernel #transfer")
-    check_pass(map_threads.run, parse_ir(text), Opts(reqs=("transfer",)), unchanged=True)
+
+
+def test_copies_are_shared_among_threads() -> None:
+    program = lower("function (X[N, M]) -> (Y) { Y = X; }", {"X": ((5, 70), "float32")})
+    text = print_ir(program).replace("#copy #eltwise #eltwise_assign #kernel",
+                                     "#copy #eltwise #eltwise_assign #kernel #transfer")
+    assert "#transfer" in text
+    _, after = check_pass(map_threads.run, parse_ir(text), Opts(reqs=("transfer",), threads=64),
+                          tol=0)
+    copy = next(b for _, b in after.walk() if "transfer" in b.tags)
+    assert [(i.name, i.range) for i in copy.idxs if i.tags & {"thread", "lane"}] == [
+        ("i1", 2), ("i2", 24)]
 
 
 def test_options_are_checked() -> None:
