@@ -462,16 +462,17 @@ def _guard(copy: Block, ancestors: tuple[Block, ...]) -> Block | None:
         guarded = copy.replace(idxs=copy.idxs + passed)
         cons: list[Affine] = []
         for j in bad:  # the copy's element, summed from chain[j] down, inside chain[j - 1]
-            coords = list(copy.refs[0].access)
+            coords: list[Affine | None] = list(copy.refs[0].access)
             for k in range(j, len(chain) - 1):
                 mapping = names[len(chain) - 2 - k]
                 for d, a in enumerate(chain[k].access):
                     moved = _in_parent(a, mapping)
-                    if moved is None:
-                        return None  # an index of that level the parent does not receive
-                    coords[d] = coords[d] + moved
+                    c = coords[d]
+                    # an index of that level the parent does not receive: that dimension
+                    # gets no guard (the check below refuses the copy if it needed one)
+                    coords[d] = None if moved is None or c is None else c + moved
             for c, n in zip(coords, chain[j - 1].shape.sizes):
-                for e in (c, n - 1 - c):
+                for e in (() if c is None else (c, n - 1 - c)):
                     if e not in cons and not poly.implied_in(ancestors + (guarded,), e):
                         cons.append(e)
         guarded = _prune_passed(guarded.replace(constraints=tuple(cons)))
