@@ -140,7 +140,17 @@ class _Walk:
 
     def block(self, b: Block, path: tuple[Block, ...], where: str, memories: dict[str, str],
               unit: tuple[str, int], in_transfer: bool, group: int | None,
-              stage: int | None) -> None:
+              stage: int | None, starts: Block | None = None) -> None:
+        """Walk ``b`` (under ``path``) on ``unit``. ``starts``: the block whose fresh views
+        ``b`` starts (``fresh_start``): the C code runs ``b`` as the first part of it, so its
+        work is charged to that block's unit (a transfer unit: as bytes it writes, which the
+        counters do not see as traffic)."""
+        start_transfer = False
+        if starts is not None:
+            if starts.location.name in self.unit_counts:
+                unit = (starts.location.name,
+                        self.instances(path + (starts,), starts.location.name))
+            start_transfer = tags.TRANSFER in starts.tags and not in_transfer
         path = path + (b,)
         where = f"{where}/{b.name}" if where else b.name
         mems = {}
@@ -171,10 +181,14 @@ class _Walk:
         in_transfer = in_transfer or tags.TRANSFER in b.tags
         leaf = [s for s in b.stmts if not isinstance(s, Block)]
         if leaf and group is not None:
-            self.leaf(b, leaf, self.points(path), mems, unit, in_transfer, self.groups[group])
-        for s in b.stmts:
+            self.leaf(b, leaf, self.points(path), mems, unit, in_transfer, self.groups[group],
+                      start_transfer)
+        for k, s in enumerate(b.stmts):
             if isinstance(s, Block):
-                self.block(s, path, where, mems, unit, in_transfer, group, stage)
+                after = b.stmts[k + 1] if k + 1 < len(b.stmts) else None
+                starts = after if (tags.FRESH_START in s.tags
+                                   and isinstance(after, Block)) else None
+                self.block(s, path, where, mems, unit, in_transfer, group, stage, starts)
 
     def instances(self, path: tuple[Block, ...], name: str) -> int:
         """The instances of unit ``name`` that the last block of ``path`` is spread over:
@@ -192,14 +206,20 @@ class _Walk:
         return max(1, min(used, self.unit_counts[name]))
 
     def leaf(self, b: Block, stmts: list[Any], n: int, mems: dict[str, str],
-             unit: tuple[str, int], in_transfer: bool, g: Group) -> None:
+             unit: tuple[str, int], in_transfer: bool, g: Group,
+             start_transfer: bool = False) -> None:
         """The work of ``n`` executions of ``b``'s own statements on ``unit`` (its name and
-        the instances the work is spread over)."""
+        the instances the work is spread over); ``start_transfer``: ``b`` starts a transfer
+        block, whose unit writes its stores."""
         def work(kind: str, amount: int) -> None:
             if amount:
                 key = (unit[0], kind)
                 g.work[key] = g.work.get(key, 0) + amount
                 g.spread[key] = g.spread.get(key, 0.0) + amount / unit[1]
+        if start_transfer:
+            work("bytes", sum(n * b.ref(s.into).dtype.itemsize for s in stmts
+                              if isinstance(s, Store)))
+            return
         if in_transfer:
             for s in stmts:
                 if isinstance(s, Load):

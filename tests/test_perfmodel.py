@@ -419,3 +419,32 @@ def test_dsp_example_double_buffers_and_the_model_credits_the_overlap(tmp_path: 
     assert sq["cycles"] == pytest.approx(sq["compute_cycles"] + sq["transfer_cycles"],
                                          abs=1e-3)
     assert db["cycles"] < sq["cycles"] and overlapped["cycles"] < plain["cycles"]
+
+
+def _accelerator_configs() -> list[str]:
+    return [name for name in stripe.list_configs()
+            if not stripe.load_config(name).target.compute.host_fallback]
+
+
+@pytest.mark.parametrize("name", _accelerator_configs())
+def test_every_accelerator_config_models_all_of_a_matmul(name: str, rng):
+    """On a config without host fallback every kernel runs on a unit, so the model prices
+    all of it (nothing on the host), and the traffic the IR derives is the measured one."""
+    prog = stripe.compile("function (A[M, K], B[K, N]) -> (C) "
+                          "{ C[m, n : M, N] = +(A[m, k] * B[k, n]); }",
+                          {"A": ((20, 36), "float32"), "B": ((36, 28), "float32")},
+                          target=name)
+    a = rng.standard_normal((20, 36), dtype=np.float32)
+    b = rng.standard_normal((36, 28), dtype=np.float32)
+    np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-4)
+    stats = prog.stats()
+    m = stats["model"]
+    assert not [n for n in m["not_modelled"] if n.startswith("host")], m["not_modelled"]
+    assert sum(u.get("macs", 0) for u in m["units"].values()) == 20 * 36 * 28
+    for memory, row in stats.items():
+        if memory in ("model", "stencil"):
+            continue
+        for what in ("bytes_in", "bytes_out"):
+            assert prog._profile.total(what, memory) == row.get(what, 0), (memory, what)
+        assert prog._profile.total("transfers_in", memory) == row.get("transfers", 0), memory
+    assert m["cycles"] > 0 and m["seconds"] > 0
