@@ -33,15 +33,18 @@ computation, copy-outs, as ``cache`` leaves them) runs two tiles per point: ``t`
 repeated once per stage, each stage with its own copy of every allocation of the block
 (``<name>_0``, ``<name>_1``: two buffers alternating by tile parity), the block's views grow
 to cover both tiles, and stage 1's statements get the guard ``2*t + 1 <= r - 1`` when ``r``
-is odd. The order issues the copy-ins of tile ``2*t + 1`` (stage 1's leading ``transfer``
-blocks) before the computation of tile ``2*t``: stage 0's copy-ins, stage 1's copy-ins,
-the rest of stage 0, the rest of stage 1 -- so the transfer of the next tile overlaps the
-computation of the current one, on a machine whose transfer unit runs beside its compute
-unit. The order must be a topological order of the dependency graph of the repeated
-statements and both stages' buffers must fit ``mem_KiB``; otherwise the block is scheduled
-as without the option. A double-buffered block is tagged ``double_buffered`` and each of its
-statements ``stage=<q>``; with ``deps=`` they say which statement waits for which, which is
-what a performance model reads to credit the overlap (``docs/pass_schedule.md``).
+is odd. A buffer that one copy-in fills with the same elements for every tile (its source
+view does not move with ``t``: a matmul's ``B`` in a loop over row tiles) is not doubled: it
+is copied once per point, by stage 0, and both stages read it. The order issues the copy-ins
+of tile ``2*t + 1`` (stage 1's leading ``transfer`` blocks) before the computation of tile
+``2*t``: stage 0's copy-ins, stage 1's copy-ins, the rest of stage 0, the rest of stage 1 --
+so the transfer of the next tile overlaps the computation of the current one, on a machine
+whose transfer unit runs beside its compute unit. The order must be a topological order of
+the dependency graph of the repeated statements and both stages' buffers must fit
+``mem_KiB``; otherwise the block is scheduled as without the option. A double-buffered block
+is tagged ``double_buffered`` and each of its statements ``stage=<q>``; with ``deps=`` they
+say which statement waits for which, which is what a performance model reads to credit the
+overlap (``docs/pass_schedule.md``).
 
 Preconditions: valid IR. Postconditions: the same outputs for every input (each point still
 runs its statements serially, in an order that respects every dependency: a topological
@@ -399,24 +402,26 @@ def _double_buffered(block: Block, site: Site,
         dims = tuple(replace(d, size=d.size + c) for d, c in zip(r.shape.dims, coeffs[r.into]))
         refs.append(with_field(r, access=tuple(a.substitute(two) for a in r.access),
                                shape=replace(r.shape, dims=dims)))
+    shared = _invariant_copies(block, t, coeffs)
     taken = {r.into for r in block.refs}
+    refs += [r for r in block.refs if r.is_alloc and r.into in shared]
     renames: list[dict[str, str]] = []
     for q in (0, 1):
         names = {}
         for r in block.refs:
-            if r.is_alloc:
+            if r.is_alloc and r.into not in shared:
                 names[r.into] = fresh_name(f"{r.into}_{q}", taken)
                 taken.add(names[r.into])
                 refs.append(with_field(r, into=names[r.into]))
         renames.append(names)
-    stages = [[_stage_stmt(s, t, q, ix.range, coeffs, renames[q]) for s in block.stmts]
-              for q in (0, 1)]
+    stages = [[_stage_stmt(s, t, q, ix.range, coeffs, renames[q]) for k, s in
+               enumerate(block.stmts) if not (q and k in shared.values())] for q in (0, 1)]
     leading = [next((k for k, s in enumerate(st) if TRANSFER not in s.tags), len(st))
                for st in stages]
     flat = stages[0] + stages[1]
-    n = len(block.stmts)
-    order = (list(range(leading[0])) + list(range(n, n + leading[1]))
-             + list(range(leading[0], n)) + list(range(n + leading[1], 2 * n)))
+    n0, n1 = len(stages[0]), len(stages[1])
+    order = (list(range(leading[0])) + list(range(n0, n0 + leading[1]))
+             + list(range(leading[0], n0)) + list(range(n0 + leading[1], n0 + n1)))
     new = block.replace(idxs=tuple(Index(i.name, -(-i.range // 2), i.affine, i.tags)
                                    if i.name == t else i for i in block.idxs),
                         refs=tuple(refs), stmts=tuple(flat),
@@ -428,6 +433,29 @@ def _double_buffered(block: Block, site: Site,
     if budget.limit and budget.profile(new, order)[0] > budget.limit:
         return None
     return new, order, graph
+
+
+def _invariant_copies(block: Block, t: str,
+                      coeffs: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    """Allocations of ``block`` (name -> position of their copy) that one ``transfer`` block
+    fills with the same elements for every tile: it is their only writer, reads only views
+    of ``block`` that do not move with ``t`` and receives no index of ``t``. Both stages
+    read one such buffer, copied once per point."""
+    out = {}
+    for r in block.refs:
+        if not r.is_alloc:
+            continue
+        writers = [k for k, s in enumerate(block.stmts) if isinstance(s, Block) and any(
+            v.from_ == r.into and v.dir.writes for v in s.refs)]
+        if len(writers) != 1:
+            continue
+        w = block.stmts[writers[0]]
+        assert isinstance(w, Block)
+        if (TRANSFER in w.tags and not any(t in i.affine.vars() for i in w.idxs)
+                and all(not any(coeffs[v.from_]) for v in w.refs if v.from_ in coeffs)
+                and not any(v.dir.writes for v in w.refs if v.from_ != r.into)):
+            out[r.into] = writers[0]
+    return out
 
 
 def _stage_stmt(s: Statement, t: str, q: int, r: int, coeffs: dict[str, tuple[int, ...]],

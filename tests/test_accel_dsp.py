@@ -218,9 +218,20 @@ def test_double_buffered_program_alternates_tcm_buffers() -> None:
     kernel = next(bk for _, bk in prog.trace[-1][1].walk()
                   if bk.name == "kernel_1" and schedule.DOUBLE_BUFFERED in bk.tags)
     tcm = sorted(r.into for r in kernel.refs if r.is_alloc and r.location.name == "TCM")
-    assert tcm == ["A_tcm_0", "A_tcm_1", "B_tcm_0", "B_tcm_1", "C_tcm_0", "C_tcm_1"]
+    # A and C alternate; B, the same for every tile, is copied once per point and read by
+    # both stages
+    assert tcm == ["A_tcm_0", "A_tcm_1", "B_tcm", "C_tcm_0", "C_tcm_1"]
+    copies = [s for s in kernel.stmts if isinstance(s, Block) and "cache_in" in s.tags]
+    assert [(stage_of(s), s.refs[-1].from_) for s in copies] == [
+        (0, "A_tcm_0"), (0, "B_tcm"), (1, "A_tcm_1")]
     # the two stages' buffers have distinct TCM addresses (both are live at once)
     offsets = {r.into: r.offset for r in kernel.refs if r.is_alloc}
     assert offsets["A_tcm_0"] != offsets["A_tcm_1"]
     assert re.search(r"#cache_in #stage=1 #transfer", text)
     np.testing.assert_allclose(prog(A=a, B=b)["C"], a @ b, rtol=1e-4, atol=1e-4)
+    # by hand: A moves in once, B once per point of the tile loop, C out once (the zero
+    # fill's copy-out and the matmul's)
+    points = kernel.idxs[0].range
+    stats = prog.stats()
+    assert stats["TCM"]["bytes_in"] == a.nbytes + points * b.nbytes
+    assert stats["TCM"]["bytes_out"] == 2 * 130 * 9 * 4
