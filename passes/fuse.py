@@ -63,6 +63,23 @@ pipeline ``fuse -> localize -> scalarize`` leaves the bias-add result a scalar a
 accumulator of the reduction a one-element buffer. When T is also a program output or read
 later, it simply stays materialised: every element is still computed.
 
+*Into the tile loop* (``into_tiles``). When A is a tiled kernel, F driven by A runs a
+whole panel of T per point, B after it. With ``into_tiles``, each fusion then looks in F
+for A's tile loop: down from A through blocks of one point (every index of range 1, no
+constraint), each with one view of T at offset 0 and one child touching it, to the first
+block C with more points. C must be the only statement there touching T, without
+constraints, its view of T moving by its own size along one index of C per dimension (a
+tile of rows ``T[12*x, 0, 0, 0]`` of size 12): distinct points of C then touch disjoint
+boxes, and after a point of C its box holds final values. B (reading T, not writing it or
+anything it reads, storing by ``assign`` in distinct elements per point; the buffers other
+than T that it touches untouched by A) and the blocks right before A that only store into T
+(its initialisation) move into C: the inits before C's first statement touching T, B at its
+end. Each index of theirs that walks a tiled dimension of T with coefficient 1 becomes a
+local index over the tile plus a passed-in origin (``i2:12, i2_t = 12*x:1``), with
+constraints keeping it inside its old range (the last, ragged tile); the points must fall
+into the boxes (``T[2*i]`` does not). The blocks on the way get views of T read and written
+and whole views of B's other buffers. ``localize`` then shrinks T to one tile.
+
 Preconditions: valid IR. Members with passed-in indexes, location banks or fresh views
 (their own or their children's: ``fold_init``), access dimensions of T that are not
 ``a*x + c`` with ``a >= 1``, statements other than blocks in the group, and drivers whose
@@ -82,8 +99,9 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from stripe import tags
-from stripe.ir import Block, Index, RefDir, Statement
+from stripe import poly, tags
+from stripe.affine import Affine
+from stripe.ir import AggOp, Block, Index, LoadIndex, RefDir, Refinement, Statement
 from stripe.target import Target
 
 from .select import ALL, Selection, Site, check_time, domain_of, rewrite, statement_uses
@@ -158,6 +176,14 @@ class Options(Selection):
     size of the fused block, so this budget keeps a long chain's fusion linear in its
     length: a chain of elementwise kernels fuses in pieces of about this many kernels, each
     piece's last result materialised for the next."""
+
+    into_tiles: bool = False
+    """After each fusion whose producer A is a tiled kernel (a block of one point, holding
+    the tile loop: a child block each point of which writes its own box of T, the boxes
+    tiling T exactly), move B, and the statements before A that only initialise T, into that
+    tile loop: each tile's initialisation runs right before the tile's reduction, and B
+    right after it, on the tile while it is in cache, instead of on all of T after A.
+    ``localize`` can then shrink T to one tile."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -361,6 +387,8 @@ def _try_group(stmts: tuple[Statement, ...], members: list[int], t: str, parent:
         fused = _fuse_group(group, driver, t, parent, domains,  # type: ignore[arg-type]
                             options)
         if fused is not None:
+            if options.into_tiles:
+                fused = _into_tiles(fused, options)
             return fused.replace(name=f"{a.name}+{b.name}",
                                  tags=_fused_tags(a, b) | frozenset(options.fused_set))
     return None
@@ -434,6 +462,289 @@ def _shared_bytes(views: Mapping[str, View], fidxs: Sequence[Index], parent: Blo
         decl = parent.ref(x)
         largest = max(largest, decl.shape.elem_count * decl.dtype.itemsize)
     return largest
+
+
+# into the tile loop ----------------------------------------------------------------------------
+
+
+def _into_tiles(f: Block, options: Options) -> Block:
+    """``f`` with every run ``[inits..., A, B]`` of its statements that :func:`_sink` can
+    rewrite replaced by A with B and the inits moved into its tile loop."""
+    stmts = list(f.stmts)
+    k = 0
+    while k + 1 < len(stmts):
+        b = stmts[k + 1]
+        if isinstance(b, Block) and _matches(b, options.b_reqs, options):
+            sunk = _sink(stmts, k, f)
+            if sunk is not None:
+                start, block = sunk
+                stmts[start:k + 2] = [block]
+                k = start
+        k += 1
+    return f.replace(stmts=tuple(stmts))
+
+
+def _one_point(b: Block) -> bool:
+    """A block that runs its statements once (every index of range 1, no constraint), at
+    its default location, without banks or fresh views."""
+    return (all(i.range == 1 for i in b.idxs) and not b.constraints and _plain(b))
+
+
+def _plain(b: Block) -> bool:
+    """No location, bank or fresh view in ``b`` or below it."""
+    return b.location.is_default and not any(
+        r.fresh or not r.location.bank.is_zero for _, x in b.walk() for r in x.refs)
+
+
+def _alias(parent: Block, name: str) -> str:
+    """Two views of ``parent`` with the same key may share memory."""
+    r = parent.ref(name)
+    return f"new {name}" if r.is_alloc else r.from_
+
+
+def _sink(stmts: list[Statement], k: int, parent: Block) -> tuple[int, Block] | None:
+    """The rewrite of ``stmts[k]`` (A) and ``stmts[k + 1]`` (B, reading the buffer T that A
+    writes), with the blocks right before A that only store into T (its initialisation):
+    ``(position of the first of them, A')``, where A' runs each init and B on each tile of
+    A's tile loop; None when it does not apply.
+
+    Legal because: A runs once and is the only writer of T between the inits and B; inside
+    A, the tile loop C is the only statement touching T and gives each of its points a box
+    of T that no other point touches, the boxes tiling everything the inits write and B
+    reads; so after a point of C, its box holds T's final values. The inits store into T
+    only, and store into a box before the point of C that works on it; B reads T there, and
+    otherwise only buffers A does not touch, and writes buffers that nothing else in A and
+    B touches, in disjoint elements per point (``assign``): its points can run in any
+    order, each after its box is complete."""
+    a, b = stmts[k], stmts[k + 1]
+    if not (isinstance(a, Block) and isinstance(b, Block)):
+        return None
+    ua, ub = statement_uses(a), statement_uses(b)
+    ts = [x for x, (_, w) in ua.items() if w and ub.get(x, (False, False))[0]]
+    if len(ts) != 1 or not all(parent.has_ref(x) for x in {*ua, *ub}):
+        return None
+    t = ts[0]
+    start = k
+    while (start > 0 and isinstance(stmts[start - 1], Block)
+           and statement_uses(stmts[start - 1]) == {t: (False, True)}):
+        start -= 1
+    inits = [x for x in stmts[start:k] if isinstance(x, Block)]
+    members = [*inits, b]
+    if not all(_plain(m) and not any(i.is_passed_in for i in m.idxs) for m in members):
+        return None
+    if not _consumer_reorderable(b, t):
+        return None
+    others = sorted(x for x in ub if x != t)
+    keys = {_alias(parent, x) for x in ua}
+    if any(_alias(parent, x) in keys for x in others):
+        return None
+    if any(not r.is_alloc and r.from_ in others for r in a.refs):
+        return None  # A touches another buffer of B
+    # down the blocks of one point (none when A is the tile loop itself) to the tile loop C
+    chain: list[tuple[Block, Refinement]] = []  # (block, its view of T)
+    cur, name = a, t
+    while _one_point(cur):
+        views = [r for r in cur.refs if not r.is_alloc and r.from_ == name]
+        if len(views) != 1 or not views[0].dir.writes:
+            return None
+        v = views[0]
+        if not all(x.is_zero for x in v.access) or v.dtype is not parent.ref(t).dtype:
+            return None
+        users = [s for s in cur.stmts if v.into in statement_uses(s)]
+        if len(users) != 1 or not isinstance(users[0], Block):
+            return None
+        chain.append((cur, v))
+        cur, name = users[0], v.into
+    c = cur
+    tiles = _tiling(c, name)
+    if tiles is None or not _plain(c):
+        return None
+    # the names of B's other buffers inside the chain and C: the parent's, unless taken
+    taken = {r.into for blk in [*(blk for blk, _ in chain), c] for r in blk.refs}
+    inner: dict[str, str] = {}
+    for x in others:
+        name = x
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        inner[x] = name
+    cv, dims = tiles
+    placed = [_placed(m, t, cv, dims, c, inner) for m in members]
+    if any(m is None for m in placed):
+        return None
+    *new_inits, new_b = placed
+    # C: the inits before its first statement touching T, B after its last
+    first = next(n for n, s in enumerate(c.stmts) if cv.into in statement_uses(s))
+    dirs = {x: ub[x] for x in others}
+    aggs = {r.agg_op for m in members for r in m.refs if not r.is_alloc and r.from_ == t}
+    c_refs = _with_views(c, cv, aggs, dirs, parent, inner, len(chain) > 0)
+    new = c.replace(refs=c_refs, stmts=(*c.stmts[:first], *new_inits, *c.stmts[first:], new_b))
+    for block, v in reversed(chain):
+        body = tuple(new if s is _child_of(block, v) else s for s in block.stmts)
+        top = block is chain[0][0]
+        new = block.replace(refs=_with_views(block, v, aggs, dirs, parent, inner, not top),
+                            stmts=body)
+    return start, new  # type: ignore[return-value]
+
+
+def _child_of(block: Block, v: Refinement) -> Statement:
+    """The one statement of ``block`` touching its view ``v``."""
+    return next(s for s in block.stmts if v.into in statement_uses(s))
+
+
+def _consumer_reorderable(b: Block, t: str) -> bool:
+    """B's points may run in any order: it writes neither T nor anything it reads, and each
+    buffer it writes by ``assign`` in elements no other point of B writes."""
+    for r in b.refs:
+        if r.is_alloc or not (r.dir.writes or r.dir is RefDir.NONE):
+            continue
+        if r.from_ == t or r.dir.reads or r.dir is RefDir.NONE or r.agg_op is not AggOp.ASSIGN:
+            return False
+        if any(q.from_ == r.from_ and q is not r for q in b.refs if not q.is_alloc):
+            return False
+        if not poly.points_disjoint(b.idxs, b.constraints, r.access, r.shape.sizes):
+            return False
+    return True
+
+
+def _tiling(c: Block, name: str) -> tuple[Refinement, list[tuple[str, int, int] | int]] | None:
+    """C's view of T and, per dimension, ``(index, size, start)`` when the view's box moves
+    by its own size along one index of C (``size*x + start``) or the start of a fixed box:
+    None unless every index of C with a range above 1 moves the box along its own dimension
+    (so distinct points of C touch disjoint boxes, tiling T) and C has no constraint."""
+    if c.constraints or not c.location.is_default:
+        return None
+    views = [r for r in c.refs if not r.is_alloc and r.from_ == name]
+    if len(views) != 1 or not views[0].dir.writes:
+        return None
+    cv = views[0]
+    dims: list[tuple[str, int, int] | int] = []
+    moved: set[str] = set()
+    for a, size in zip(cv.access, cv.shape.sizes):
+        if a.is_const:
+            dims.append(a.const)
+            continue
+        if len(a.terms) != 1:
+            return None
+        x, coef = a.terms[0]
+        ix = c.idx(x) if any(i.name == x for i in c.idxs) else None
+        if ix is None or ix.is_passed_in or coef != size or x in moved:
+            return None
+        moved.add(x)
+        dims.append((x, size, a.const))
+    if any(i.range > 1 and i.name not in moved for i in c.idxs):
+        return None
+    if any(i.is_passed_in and i.range > 1 for i in c.idxs):
+        return None
+    return cv, dims
+
+
+def _placed(m: Block, t: str, cv: Refinement, dims: list[tuple[str, int, int] | int],
+            c: Block, inner: Mapping[str, str]) -> Block | None:
+    """Member ``m`` (an init or B, reading or writing T by its one view of it) as a block run
+    at each point of C on the elements of C's box of T: an index of ``m`` that walks a tiled
+    dimension of T becomes a local index over the tile plus a passed-in origin (kept inside
+    its old range by constraints); its view of T becomes relative to the box. None when
+    ``m``'s points do not fall into C's boxes exactly once."""
+    views = [r for r in m.refs if not r.is_alloc and r.from_ == t]
+    if len(views) != 1:
+        return None
+    tv = views[0]
+    names = {i.name for i in m.idxs}
+    moved: dict[str, tuple[str, int, Affine]] = {}  # index -> (origin name, tile, origin)
+    access: list[Affine] = []
+    extra: list[Affine] = []
+    for e, d in zip(tv.access, dims):
+        if isinstance(d, int):  # a fixed box: m's values must stay inside it
+            width = cv.shape.sizes[len(access)]
+            lo, hi = _affine_range(e, m)
+            if lo is None or hi is None or lo < d or hi >= d + width:
+                return None
+            access.append(e - d)
+            continue
+        x, size, c0 = d
+        if e.is_const or len(e.terms) != 1 or e.terms[0][1] != 1:
+            return None
+        i = e.terms[0][0]
+        if i not in names or i in moved or m.idx(i).is_passed_in:
+            return None
+        rng, first = m.idx(i).range, e.const
+        tiles = c.idx(x).range
+        if first < c0 or first + rng > c0 + size * tiles:
+            return None  # some of m's points fall outside every box
+        origin = i + "_t"
+        while origin in names:
+            origin += "_"
+        names.add(origin)
+        moved[i] = (origin, size, Affine.of(x) * size + (c0 - first))
+        access.append(Affine.of(i))
+        shifted = Affine.of(i) + Affine.of(origin)
+        if c0 + size * tiles - first > rng:
+            extra.append(Affine.of(rng - 1) - shifted)
+        if c0 < first:
+            extra.append(shifted)
+    sub = {i: Affine.of(i) + Affine.of(o) for i, (o, _, _) in moved.items()}
+    idxs = []
+    for ix in m.idxs:
+        if ix.name in moved:
+            o, size, origin = moved[ix.name]
+            idxs.append(Index(ix.name, size, Affine(), ix.tags))
+            idxs.append(Index(o, 1, origin))
+        else:
+            idxs.append(ix)
+    refs = []
+    for r in m.refs:
+        if r is tv:
+            refs.append(replace(r, from_=cv.into, access=tuple(access)))
+        else:
+            refs.append(replace(r, from_=inner.get(r.from_, r.from_),
+                                access=tuple(a.substitute(sub) for a in r.access)))
+    body = tuple(_substituted(s, sub) for s in m.stmts)
+    cons = tuple(a.substitute(sub) for a in m.constraints) + tuple(extra)
+    return m.replace(idxs=tuple(idxs), refs=tuple(refs), constraints=cons, stmts=body)
+
+
+def _affine_range(e: Affine, m: Block) -> tuple[int | None, int | None]:
+    """The smallest and largest value of ``e`` over the box of ``m``'s own indexes (plain
+    indexes only)."""
+    lo = hi = e.const
+    for n, coef in e.terms:
+        if not any(i.name == n and not i.is_passed_in for i in m.idxs):
+            return None, None
+        top = coef * (m.idx(n).range - 1)
+        lo, hi = lo + min(0, top), hi + max(0, top)
+    return lo, hi
+
+
+def _substituted(s: Statement, sub: Mapping[str, Affine]) -> Statement:
+    """Statement ``s`` of a member with its uses of the member's indexes substituted: an
+    ``index`` statement's affine, a child block's passed-in affines."""
+    if not sub:
+        return s
+    if isinstance(s, LoadIndex):
+        return replace(s, from_=s.from_.substitute(sub))
+    if isinstance(s, Block):
+        return s.replace(idxs=tuple(replace(i, affine=i.affine.substitute(sub))
+                                    for i in s.idxs))
+    return s
+
+
+def _with_views(block: Block, tview: Refinement, aggs: set[AggOp],
+                dirs: Mapping[str, tuple[bool, bool]], parent: Block, inner: Mapping[str, str],
+                nested: bool) -> tuple[Refinement, ...]:
+    """``block``'s views with its view of T read and written (B reads it, the inits write
+    it), aggregating ``assign`` unless the members' views of T (aggregations ``aggs``) all
+    aggregate as it does, and a whole view of every other buffer B touches (``dirs``: name
+    -> reads, writes), named as in the parent, with the parent's shape."""
+    t_agg = tview.agg_op if aggs <= {tview.agg_op} else AggOp.ASSIGN
+    refs = [replace(r, dir=RefDir.INOUT, agg_op=t_agg) if r is tview else r
+            for r in block.refs]
+    for x, (rd, wr) in dirs.items():
+        decl = parent.ref(x)
+        d = RefDir.INOUT if rd and wr else RefDir.OUT if wr else RefDir.IN
+        refs.append(Refinement(d, inner[x] if nested else x, inner[x],
+                               tuple(Affine() for _ in decl.access), decl.shape))
+    return tuple(refs)
 
 
 __all__ = ["NAME", "Options", "run"]
