@@ -101,7 +101,7 @@ def _mapping_error_class() -> type:
                 StripeError.__init__(self, f"target {target} has no host fallback: block "
                                            f"{first.path}: {first.what}; {hint}{more}")
 
-        MappingError.__module__ = __name__
+        MappingError.__module__, MappingError.__qualname__ = __name__, "MappingError"
         _MAPPING_ERROR = MappingError
     return _MAPPING_ERROR
 
