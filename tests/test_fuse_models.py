@@ -209,3 +209,17 @@ def test_a_residual_block_fuses_into_its_convolutions_tiles(cache, tmp_path: Pat
     ep = [p for p, b in prog.ir.walk() if "O = max(E + B2 + R, 0.0)" in b.comments
           and "eltwise" in b.tags]
     assert ep and all("_rest" in p for p in ep)
+
+
+def test_the_documented_example_is_real_output():
+    from dataclasses import replace
+
+    from passcheck import TARGET
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "pass_fuse.md").read_text()
+    section = text[text.index("#### Into the tile loop"):text.index("#### Options")]
+    shown = [b.split("```")[0].strip() for b in section.split("```stripe\n")[1:3]]
+    program = parse_ir(TILED)
+    got = [print_ir(fuse.run(program, o, TARGET).stmts[0].stmts[0]).strip()
+           for o in (replace(INTO_TILES, into_tiles=False), INTO_TILES)]
+    assert shown == got
