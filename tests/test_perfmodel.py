@@ -448,3 +448,27 @@ def test_every_accelerator_config_models_all_of_a_matmul(name: str, rng):
             assert prog._profile.total(what, memory) == row.get(what, 0), (memory, what)
         assert prog._profile.total("transfers_in", memory) == row.get("transfers", 0), memory
     assert m["cycles"] > 0 and m["seconds"] > 0
+
+
+@pytest.mark.parametrize("shape", [(1, 6, 7, 2), (2, 5, 3, 3)])
+def test_points_are_counted_exactly_group_by_group(shape):
+    """count_points splits a nest's dimensions into groups no constraint links; its count
+    is isl's count of the whole set (a padded convolution: x with i, y with j)."""
+    from stripe import poly
+
+    conv = (Path(__file__).resolve().parent.parent / "examples" / "conv2d.tile").read_text()
+    program = stripe.lower(conv, {"I": (shape, "float32"), "F": ((3, 3, shape[3], 4),
+                                                                  "float32")})
+    checked = 0
+    for _, block in program.walk():
+        for kernel in block.sub_blocks:
+            if kernel.constraints:
+                path = (program, block, kernel)
+                nest = poly.nested_domain(path)
+                assert perfmodel.count_points(nest) == int(nest.set.count_val().to_python())
+                checked += 1
+    n, x, y, c = shape
+    assert checked == 1
+    prof = perfmodel.profile(program, TARGET)
+    taps = (3 * x - 2) * (3 * y - 2)  # (x, i) pairs inside the image, times (y, j) pairs
+    assert sum(g.work.get(("", "macs"), 0) for g in prof.groups) == n * taps * c * 4
