@@ -35,16 +35,17 @@ repeated once per stage, each stage with its own copy of every allocation of the
 to cover both tiles, and stage 1's statements get the guard ``2*t + 1 <= r - 1`` when ``r``
 is odd. A buffer that one copy-in fills with the same elements for every tile (its source
 view does not move with ``t``: a matmul's ``B`` in a loop over row tiles) is not doubled: it
-is copied once per point, by stage 0, and both stages read it. The order issues the copy-ins
-of tile ``2*t + 1`` (stage 1's leading ``transfer`` blocks) before the computation of tile
-``2*t``: stage 0's copy-ins, stage 1's copy-ins, the rest of stage 0, the rest of stage 1 --
-so the transfer of the next tile overlaps the computation of the current one, on a machine
-whose transfer unit runs beside its compute unit. The order must be a topological order of
-the dependency graph of the repeated statements and both stages' buffers must fit
-``mem_KiB``; otherwise the block is scheduled as without the option. A double-buffered block
-is tagged ``double_buffered`` and each of its statements ``stage=<q>``; with ``deps=`` they
-say which statement waits for which, which is what a performance model reads to credit the
-overlap (``docs/pass_schedule.md``).
+is copied once per point, by stage 0, and both stages read it. The order issues the
+*prologue* of tile ``2*t + 1`` (stage 1's leading ``transfer`` and ``cache_init`` blocks:
+its copy-ins and fills) before the computation of tile ``2*t``: stage 0's prologue, stage
+1's prologue, the rest of stage 0, the rest of stage 1 -- so the transfer of the next tile
+overlaps the computation of the current one, on a machine whose transfer unit runs beside
+its compute unit.
+The order must be a topological order of the dependency graph of the repeated statements and
+both stages' buffers must fit ``mem_KiB``; otherwise the block is scheduled as without the
+option. A double-buffered block is tagged ``double_buffered`` and each of its statements
+``stage=<q>``; with ``deps=`` they say which statement waits for which, which is what a
+performance model reads to credit the overlap (``docs/pass_schedule.md``).
 
 Preconditions: valid IR. Postconditions: the same outputs for every input (each point still
 runs its statements serially, in an order that respects every dependency: a topological
@@ -96,6 +97,9 @@ WORKING_SET_TAG = tags.WORKING_SET_TAG
 """Block tag: the peak working set in ``loc`` of the chosen order, in bytes."""
 DEPS_TAG = tags.DEPS_TAG
 """Statement tag: positions (``:``-separated) of its direct predecessors."""
+PROLOGUE = frozenset({TRANSFER, tags.CACHE_INIT})
+"""Tags of the leading statements of a stage (its copy-ins and fills) that a double-buffered
+block issues before the previous stage's computation."""
 DOUBLE_BUFFERED = "double_buffered"
 """Block tag: two tiles per point, each stage with its own buffers, the next tile's
 copy-ins issued before the current tile's computation."""
@@ -416,7 +420,7 @@ def _double_buffered(block: Block, site: Site,
         renames.append(names)
     stages = [[_stage_stmt(s, t, q, ix.range, coeffs, renames[q]) for k, s in
                enumerate(block.stmts) if not (q and k in shared.values())] for q in (0, 1)]
-    leading = [next((k for k, s in enumerate(st) if TRANSFER not in s.tags), len(st))
+    leading = [next((k for k, s in enumerate(st) if not s.tags & PROLOGUE), len(st))
                for st in stages]
     flat = stages[0] + stages[1]
     n0, n1 = len(stages[0]), len(stages[1])
@@ -489,6 +493,6 @@ def run(block: Block, options: Options, target: Target) -> Block:
     return rewrite(block, options, lambda b, site: _schedule_block(b, site, options))
 
 
-__all__ = ["DEPS_TAG", "DOUBLE_BUFFERED", "NAME", "STAGE", "Options", "SCHEDULED", "TRANSFER",
-           "WORKING_SET_TAG", "WorkingSetError", "dependency_graph", "greedy_order", "run",
-           "tile_index"]
+__all__ = ["DEPS_TAG", "DOUBLE_BUFFERED", "NAME", "PROLOGUE", "STAGE", "Options", "SCHEDULED",
+           "TRANSFER", "WORKING_SET_TAG", "WorkingSetError", "dependency_graph", "greedy_order",
+           "run", "tile_index"]
