@@ -171,3 +171,15 @@ def test_a_variant_that_does_not_compile_gets_an_error_row(config: Path):
     assert small.get("cycles") is None and large["cycles"] > 0 and "error" not in large
     assert study.columns[-1] == "error"
     assert "| 1KiB | " in ex.table_text(study)
+
+
+def test_explore_md_shows_a_real_variant_config():
+    """The variant in docs/explore.md is what variant_text writes for those settings."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "explore.md").read_text()
+    rest = text[text.index("## What runs"):]
+    start = rest.index("```yaml\n") + len("```yaml\n")
+    shown = rest[start:rest.index("```", start)]
+    base = load_config("npu_example")
+    assert ex.variant_text("npu_example", base, [(("memories", "SRAM", "bandwidth"), 32),
+                                                 (("units", "PE", "macs_per_cycle"), 64)]
+                           ) == shown
