@@ -536,7 +536,8 @@ def _sink(stmts: list[Statement], k: int, parent: Block) -> tuple[int, Block] | 
         return None
     others = sorted(x for x in ub if x != t)
     keys = {_alias(parent, x) for x in ua}
-    if any(_alias(parent, x) in keys for x in others):
+    if any(_alias(parent, x) in keys or not parent.ref(x).location.is_default
+           for x in others):
         return None
     if any(not r.is_alloc and r.from_ in others for r in a.refs):
         return None  # A touches another buffer of B
@@ -683,6 +684,8 @@ def _placed(m: Block, t: str, cv: Refinement, dims: list[tuple[str, int, int] | 
             extra.append(Affine.of(rng - 1) - shifted)
         if c0 < first:
             extra.append(shifted)
+    if any(v in moved for e, d in zip(tv.access, dims) if isinstance(d, int) for v in e.vars()):
+        return None  # a fixed dimension read along an index that now walks a tile
     sub = {i: Affine.of(i) + Affine.of(o) for i, (o, _, _) in moved.items()}
     idxs = []
     for ix in m.idxs:

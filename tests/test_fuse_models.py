@@ -130,12 +130,13 @@ EPILOGUE_T = "block [i:10, j:8]:80 ( // epilogue\n            in T[i, j]"
 
 
 @pytest.mark.parametrize("why, inside", [("overlap", False), ("shifted", True),
-                                         ("strided", False)])
+                                         ("strided", False), ("diagonal", False)])
 def test_which_consumers_move_into_the_tiles(why, inside):
     # overlap: row tiles of 4 that move by 3 (a tile's box is not its own); shifted: the
     # consumer reads T one row further on (its points still fall into the boxes, shifted,
     # and stay inside its own range by constraints); strided: it reads every other row
-    # of T along the tiled rows (no tile of its points matches the boxes)
+    # of T along the tiled rows (no tile of its points matches the boxes); diagonal: it
+    # reads T[i, i], its column index walking the row tiles too
     text = TILED
     if why == "overlap":
         text = text.replace("out T[4*it, 0]:add fp32:I(4, 4)", "out T[3*it, 0]:add fp32:I(4, 4)")
@@ -145,9 +146,13 @@ def test_which_consumers_move_into_the_tiles(why, inside):
     elif why == "shifted":
         text = text.replace(EPILOGUE_T, "block [i:9, j:8]:72 ( // epilogue\n"
                             "            in T[1 + i, j]")
-    else:
+    elif why == "strided":
         text = text.replace(EPILOGUE_T, "block [i:5, j:8]:40 ( // epilogue\n"
                             "            in T[2*i, j]")
+    else:  # the diagonal: its row walks the tiles, its column would have to follow
+        text = text.replace(EPILOGUE_T, "block [i:8]:8 ( // epilogue\n            in T[i, i]")
+        text = text.replace("in Bias[j]", "in Bias[i]").replace("in Res[i, j]", "in Res[i, i]")
+        text = text.replace("out O[i, j]", "out O[i, i]")
     assert text != TILED
     after = run_and_check(fuse.run, parse_ir(text), INTO_TILES, tol=1e-6)
     path, _ = _find(after, "epilogue")
