@@ -61,8 +61,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from stripe import poly, tags
 from stripe.affine import Affine
@@ -87,6 +86,9 @@ from stripe.target import Target
 
 from .select import Selection, Site, rewrite
 from .transforms.placement import align_up, lifetimes, stmt_names
+
+if TYPE_CHECKING:  # networkx is imported where a graph is built: ``import stripe`` stays light
+    import networkx as nx
 
 NAME = "schedule"
 SCHEDULED = tags.SCHEDULED
@@ -248,6 +250,7 @@ def depends(first: Access, then: Access) -> bool:
 
 def dependency_graph(block: Block, ancestors: tuple[Block, ...] = ()) -> nx.DiGraph:
     """The DAG over statement positions of ``block``: ``i -> j`` when ``j`` must follow ``i``."""
+    import networkx as nx
     accesses = [access_of(block, s, ancestors) for s in block.stmts]
     g = nx.DiGraph()
     g.add_nodes_from(range(len(accesses)))
@@ -366,6 +369,8 @@ def _schedule_block(block: Block, site: Site, options: Options) -> Block:
     if budget.limit and peak > budget.limit:
         raise WorkingSetError(site.path, options.mem_loc, peak, options.mem_KiB, step)
     position = {old: new for new, old in enumerate(order)}
+    import networkx as nx
+
     reduced = nx.transitive_reduction(graph)
     stmts = tuple(_deps_tags(_with_xfer_loc(block.stmts[k], options.xfer_loc),
                              [position[p] for p in reduced.predecessors(k)]) for k in order)
