@@ -472,3 +472,29 @@ def test_points_are_counted_exactly_group_by_group(shape):
     prof = perfmodel.profile(program, TARGET)
     taps = (3 * x - 2) * (3 * y - 2)  # (x, i) pairs inside the image, times (y, j) pairs
     assert sum(g.work.get(("", "macs"), 0) for g in prof.groups) == n * taps * c * 4
+
+
+def test_stripe_run_stats_prints_the_model(tmp_path: Path, capsys: pytest.CaptureFixture):
+    from stripe.cli import main
+
+    config = tmp_path / "npu_small.yaml"
+    config.write_text(NPU_SMALL)
+    tile = tmp_path / "mm.tile"
+    tile.write_text("function (A[M, K], B[K, N]) -> (C) "
+                    "{ C[m, n : M, N] = +(A[m, k] * B[k, n]); }")
+    assert main(["run", str(tile), "-i", "A=32x48", "-i", "B=48x40", "--target", str(config),
+                 "--stats", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    counters, model = out.split("\nmodel: ")
+    assert "SRAM" in counters and "bytes_in" in counters
+    assert " cycles, " in model and "us at 1000 MHz (traffic measured)" in model
+    lines = model.splitlines()
+    assert any(line.startswith("PE ") and line.rstrip().endswith("%") for line in lines)
+    stage_head = next(k for k, line in enumerate(lines) if line.startswith("stage"))
+    assert lines[stage_head].split() == ["stage", "runs", "compute", "transfers", "cycles",
+                                         "bound"]
+    bounds = [line.split()[-1] for line in lines[stage_head + 1:]
+              if not line.startswith("not modelled")]
+    assert bounds[0] == "none"  # the zeroing of C, on the host (this config falls back)
+    assert bounds[1] in ("compute", "DRAM", "SRAM", "DMA")
+    assert lines[-1].startswith("not modelled: host: ")
