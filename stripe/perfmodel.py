@@ -436,7 +436,7 @@ def model(prof: Profile, target: Target, measured: Mapping[str, Mapping[str, int
         if t_ > c_:
             bounds[k] = max(sorted(xfer), key=lambda m: xfer[m])
         else:
-            bounds[k] = "compute" if c_ else "none"
+            bounds[k] = "compute" if c_ else ("not modelled" if g.work else "none")
         if g.parent is not None:
             compute[g.parent] += cycles[k]
     total = sum(cycles[k] for k, g in enumerate(prof.groups) if g.parent is None)
