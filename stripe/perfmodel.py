@@ -300,7 +300,8 @@ def profile(program: Block, target: Target) -> Profile:
     """The groups of ``program``'s work for ``target`` (see the module docstring): every
     block tagged ``scheduled`` is a stage, and every other kernel (a block tagged
     ``kernel``, or any block inside ``main``) outside a stage is a group of its own. Cost: one
-    walk of the IR, and an isl point count per block whose nest has constraints."""
+    walk of the IR, and a point count per block whose nest has constraints
+    (:func:`count_points`)."""
     walk = _Walk(target)
 
     def visit(b: Block, path: tuple[Block, ...], where: str, memories: dict[str, str]) -> None:
@@ -309,14 +310,16 @@ def profile(program: Block, target: Target) -> Profile:
         where = f"{where}/{b.name}" if where else b.name
         mems = {r.into: (r.location.name or MAIN_COUNTER) if r.is_alloc
                 else memories.get(r.from_, MAIN_COUNTER) for r in b.refs}
-        for s in b.stmts:
+        for k, s in enumerate(b.stmts):
             if not isinstance(s, Block):
                 continue
             if tags.PROGRAM in s.tags or tags.MAIN in s.tags:
                 visit(s, path, where, mems)
                 continue
-            walk.kernel_tags = s.tags
-            walk.block(s, path, where, mems, (HOST, 1), False, None, None)
+            after = b.stmts[k + 1] if k + 1 < len(b.stmts) else None
+            starts = after if tags.FRESH_START in s.tags and isinstance(after, Block) else None
+            walk.kernel_tags = (starts or s).tags
+            walk.block(s, path, where, mems, (HOST, 1), False, None, None, starts)
 
     visit(program, (), "", {})
     return Profile(tuple(walk.groups))
