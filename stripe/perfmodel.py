@@ -28,7 +28,7 @@ Then, with the target's numbers (``Memory.bandwidth``/``latency``, ``Unit.macs_p
   the distinct banks of the block's location, ``PE[u]`` over 4 values of ``u`` is 4, at most
   ``count``); its utilisation = work / (throughput x count x the program's cycles);
 * a memory's transfer cycles = bytes / bandwidth + latency x transfers touching it; a transfer
-  unit's = bytes / (bytes_per_cycle x count);
+  unit's = bytes / (bytes_per_cycle x the instances, as above; none given: no limit);
 * a group's compute C = the busy cycles of the compute units for its own work plus the cycles
   of its nested stages; its transfers T = the largest transfer cycles of its memories and
   transfer units;
