@@ -27,7 +27,8 @@ Then, with the target's numbers (``Memory.bandwidth``/``latency``, ``Unit.macs_p
 * a unit's busy cycles = its work / (throughput x the instances the work is spread over:
   the distinct banks of the block's location, ``PE[u]`` over 4 values of ``u`` is 4, at most
   ``count``); its utilisation = work / (throughput x count x the program's cycles);
-* a memory's transfer cycles = bytes / bandwidth + latency x transfers touching it; a transfer
+* a memory's transfer cycles = bytes / bandwidth + latency x transfers touching it (those
+  issued at once by concurrent units or threads, :data:`CONCURRENT_TAGS`, count once); a transfer
   unit's = bytes / (bytes_per_cycle x the instances, as above; none given: no limit);
 * a group's compute C = the busy cycles of the compute units for its own work plus the cycles
   of its nested stages; its transfers T = the largest transfer cycles of its memories and
@@ -58,6 +59,10 @@ MAIN_COUNTER = "main"
 OVERLAP_TAG = "double_buffered"
 """Block tag: a scheduled block whose transfers overlap its compute (the next execution's
 copy-in runs while the current one computes)."""
+CONCURRENT_TAGS = (tags.UNIT, tags.THREAD, "lane")
+"""Index tags of concurrent units (``partition_compute``), the threads of a block and the
+lanes of a subgroup (``map_threads``): they run at once, so the transfers they issue
+together pay a memory's latency once."""
 HOST = ""
 """The unit of work that runs on no declared unit."""
 WORK_KINDS = ("macs", "ops", "bytes")
@@ -92,6 +97,9 @@ class Group:
     """Counter memory name -> executions of transfer blocks reading or writing it."""
     transfers_in: dict[str, int] = field(default_factory=dict)
     """Counter memory name -> executions of transfer blocks writing it (as measured)."""
+    waits: dict[str, int] = field(default_factory=dict)
+    """Counter memory name -> the transfers touching it that wait for its latency one after
+    another: those issued at once by concurrent threads (:data:`CONCURRENT_TAGS`) wait once."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,8 @@ class _Walk:
             group = len(self.groups) - 1
         if entering and group is not None:
             n = self.points(path[:-1])  # the block runs once per point of its parent
+            together = math.prod(i.range for p in path[:-1] for i in p.idxs
+                                 if i.tags & set(CONCURRENT_TAGS))
             g = self.groups[group]
             writes = {mems[r.into] for r in b.refs if not r.is_alloc and r.dir.writes}
             reads = {mems[r.into] for r in b.refs if not r.is_alloc and r.dir.reads}
@@ -233,6 +243,7 @@ class _Walk:
                 _add(g.transfers_in, m, n)
             for m in writes | reads:
                 _add(g.transfers, m, n)
+                _add(g.waits, m, -(-n // max(together, 1)))
         in_transfer = in_transfer or tags.TRANSFER in b.tags
         leaf = [s for s in b.stmts if not isinstance(s, Block)]
         if leaf and group is not None:
@@ -426,7 +437,7 @@ def model(prof: Profile, target: Target, measured: Mapping[str, Mapping[str, int
             data = share(g, c)
             busy = data / mem.bandwidth
             mem_busy[mem.name] = mem_busy.get(mem.name, 0.0) + busy
-            t = busy + mem.latency * g.transfers.get(c, 0)
+            t = busy + mem.latency * g.waits.get(c, 0)
             if t:
                 xfer[mem.name] = xfer.get(mem.name, 0.0) + t
         compute[k] += sum(own.values())

@@ -521,3 +521,25 @@ def test_stripe_run_stats_prints_the_model(tmp_path: Path, capsys: pytest.Captur
     assert lines[stage_head + 1].endswith("not modelled")  # zeroing C on the host (fallback)
     assert lines[stage_head + 2].split()[-1] in ("compute", "DRAM", "SRAM", "DMA")
     assert lines[-1].startswith("not modelled: host: ")
+
+
+@pytest.mark.parametrize("tag", ["", "#unit ", "#thread ", "#lane "])
+def test_transfers_issued_at_once_by_concurrent_units_wait_once(tag: str):
+    """The inner stage's 4 executions (2 per outer one) each copy into and out of the PE
+    buffer: 8 transfers touch GB. Untagged they wait for GB's latency (5) one after another;
+    when ``u`` numbers concurrent units or threads, the 2 executions of one outer point
+    issue theirs at once: 4 waits."""
+    target = Target("two_levels", (Memory("DRAM", 1 << 20, bandwidth=2, main=True),
+                                   Memory("GB", 1024, bandwidth=8, latency=5),
+                                   Memory("PB", 64, bandwidth=16, latency=3)),
+                    Compute(clock_mhz=100), (),
+                    (Unit("PE", count=2, runs=("eltwise",), reaches=("PB",), ops_per_cycle=1),
+                     Unit("DMA", kind="transfer", reaches=("DRAM", "GB", "PB"))))
+    text = NESTED.replace("block [u:2]:2 ( // inner", f"block [{tag}u:2]:2 ( // inner")
+    prof = perfmodel.profile(parse_ir(text), target)
+    waits = 8 if not tag else 4
+    assert prof.groups[1].waits == {"GB": waits, "PB": waits}
+    assert prof.groups[1].transfers == {"GB": 8, "PB": 8}  # reported: every transfer
+    m = perfmodel.model(prof, target, {})
+    inner = m["stages"][1]
+    assert inner["transfer_cycles"] == max(64 / 8 + 5 * waits, 64 / 16 + 3 * waits)
