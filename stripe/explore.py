@@ -352,8 +352,15 @@ def explore(config_ref: str, source: str, inputs: Mapping[str, tuple[Sequence[in
     count = math.prod(len(a.values) for a in axes)
     if count > MAX_VARIANTS:
         raise ExploreError(f"{count} combinations: at most {MAX_VARIANTS}")
-    specs = {k: (tuple(int(n) for n in s), str(getattr(d, "value", d)))
-             for k, (s, d) in inputs.items()}
+    if not isinstance(inputs, Mapping):
+        raise TypeError(f"inputs must be a mapping from input name to (shape, dtype), got "
+                        f"{type(inputs).__name__}")
+    try:
+        specs = {k: (tuple(int(n) for n in s), str(getattr(d, "value", d)))
+                 for k, (s, d) in inputs.items()}
+    except (TypeError, ValueError):
+        raise TypeError("inputs must map each input name to a (shape, dtype) pair, e.g. "
+                        "{'A': ((16, 24), 'float32')}") from None
     program = stripe.lower(source, specs)  # errors in the program surface here, once
     from .pipeline_cache import key as pipeline_key
 

@@ -134,6 +134,8 @@ def test_more_misuse_is_refused(config: Path, capsys: pytest.CaptureFixture):
     with pytest.raises(ex.ExploreError, match="given twice"):
         ex.explore(str(config), MATMUL, INPUTS, ["compute.units=1,2",
                                                  "compute.units+units.PE.count=1,2"])
+    with pytest.raises(TypeError, match="inputs must map each input name"):
+        ex.explore(str(config), MATMUL, {"A": 3}, ["compute.units=1"])
     with pytest.raises(ex.ExploreError, match="at least one --set"):
         ex.explore(str(config), MATMUL, INPUTS, [])
     with pytest.raises(ex.ExploreError, match="not 'host'"):
