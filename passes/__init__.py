@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
 import inspect
 import pkgutil
+import sys
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -98,14 +100,36 @@ def _takes_three(fn: Callable[..., object]) -> bool:
     return True
 
 
+@functools.cache
+def _module_classes(path: str) -> dict[str, ast.ClassDef]:
+    """The top-level classes of the Python file ``path``, parsed once per process."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def _class_body(klass: type) -> list[ast.stmt]:
+    """The statements of ``klass``'s definition: from its module's file parsed once (a
+    top-level class), else from its own source."""
+    module = sys.modules.get(klass.__module__)
+    path = getattr(module, "__file__", None)
+    found = _module_classes(path).get(klass.__name__) if path else None
+    if found is not None and klass.__qualname__ == klass.__name__:
+        return found.body
+    tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+    return tree.body[0].body  # type: ignore[attr-defined]
+
+
 def option_docs(cls: type) -> dict[str, str]:
     """The attribute docstrings of a dataclass's fields, base classes included."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):
             continue
-        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        body = tree.body[0].body  # type: ignore[attr-defined]
+        body = _class_body(klass)
         for stmt, nxt in zip(body, body[1:]):
             if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
                     and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)

@@ -20,6 +20,15 @@ class Affine:
     const: int = 0
 
     def __post_init__(self) -> None:
+        previous = None
+        for name, c in self.terms:  # most affines arrive normalised: check that first
+            if type(c) is not int or c == 0 or (previous is not None and name <= previous):
+                break
+            previous = name
+        else:
+            if type(self.const) is not int:
+                object.__setattr__(self, "const", int(self.const))
+            return
         merged: dict[str, int] = {}
         for name, c in self.terms:
             merged[name] = merged.get(name, 0) + int(c)
@@ -74,7 +83,13 @@ class Affine:
     # arithmetic -----------------------------------------------------------------------------
     def __add__(self, other: AffineLike) -> Affine:
         o = Affine.of(other)
-        return Affine(self.terms + o.terms, self.const + o.const)
+        if not o.terms or not self.terms:  # already normalised
+            return Affine(self.terms or o.terms, self.const + o.const)
+        merged = dict(self.terms)
+        for n, c in o.terms:
+            merged[n] = merged.get(n, 0) + c
+        return Affine(tuple(sorted((n, c) for n, c in merged.items() if c != 0)),
+                      self.const + o.const)
 
     __radd__ = __add__
 

@@ -39,7 +39,8 @@ Limits (docs/limits.md): blocks nest at most ``MAX_BLOCK_DEPTH`` deep; every ind
 byte size, offset and integer constant fits 64 bits.
 
 Speed: name checks are memoised per (subtree, parent context) and bounds checks per
-(levels, refinement chain), so re-verifying after a pass only re-checks what changed;
+(levels, the accesses and sizes of the refinement chain: not its names), so re-verifying
+after a pass only re-checks what changed, and a network's repeated layers are checked once;
 bounds first try interval arithmetic over the index ranges and call isl only when that
 is inconclusive.
 """
@@ -354,7 +355,7 @@ def _check_bounds(block: Block, path: list[Block], labels: list[str]) -> None:
     levels = tuple(Level.of(b) for b in path)
     for (ref, extent), what in _touched_refs(block).items():
         chain = _chain_up(path, ref)
-        v = _chain_violation(levels, chain, extent)
+        v = _chain_violation(levels, tuple(_Viewed(r) for r in chain), extent)
         if v is not None:
             raise VerifyError(_violation_message(v, what, chain, path, labels),
                               "/".join(labels))
@@ -400,11 +401,31 @@ def _chain_up(path: Sequence[Block], ref: str) -> tuple[Refinement, ...]:
     return tuple(reversed(chain))
 
 
+class _Viewed:
+    """A refinement of a chain, equal to another with the same accesses and sizes: all that
+    the bounds of the chain depend on (not the names), so that blocks that differ only in
+    their buffers' names (a network's repeated layers) share the check."""
+
+    __slots__ = ("ref", "key")
+
+    def __init__(self, ref: Refinement) -> None:
+        self.ref = ref
+        self.key = (ref.access, ref.shape.sizes)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Viewed) and self.key == other.key
+
+
 @lru_cache(maxsize=_MEMO)
-def _chain_violation(levels: tuple[Level, ...], chain: tuple[Refinement, ...],
+def _chain_violation(levels: tuple[Level, ...], viewed: tuple[_Viewed, ...],
                      extent: tuple[int, ...]) -> _Violation | None:
-    """The innermost level where touching ``[0, extent)`` of ``chain[-1]`` leaves a
-    refinement of the chain, at some point of the nested domain of ``levels``."""
+    """The innermost level where touching ``[0, extent)`` of the last refinement of the
+    chain ``viewed`` leaves a refinement of the chain, at some point of the nested domain
+    of ``levels``."""
+    chain = tuple(v.ref for v in viewed)
     if any(n <= 0 for n in extent):
         return None
     nest = nested_domain_of(levels)
