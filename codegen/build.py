@@ -44,7 +44,7 @@ from typing import TypeVar
 
 from stripe import cflags as _cflags
 from stripe import progress as _progress
-from stripe.errors import StripeError
+from stripe.errors import CompileError, StripeError
 
 CDEF = ("int stripe_run(void **args); void stripe_stats(int64_t *out); "
         "void stripe_reset_stats(void);")
@@ -135,15 +135,6 @@ _BUILD_LOG = "STRIPE_BUILD_LOG"
 # Temporary build directories of another host, or of a process of this host that no longer
 # runs, older than this are removed by the next build.
 STALE_SECONDS = 30 * 60
-
-
-class CompileError(StripeError):
-    """The C compiler failed. ``c_path`` is the kept source, ``log`` the compiler's output."""
-
-    def __init__(self, message: str, c_path: str, log: str) -> None:
-        self.c_path = c_path
-        self.log = log
-        super().__init__(f"{message}\n  source kept at {c_path}\n{log}")
 
 
 class FlagError(StripeError, ValueError):

@@ -24,11 +24,11 @@ from __future__ import annotations
 from . import _checkout, arrays  # noqa: F401  (_checkout first: it maps the subpackages)
 from .affine import Affine
 from .arrays import ArgumentError, ArgumentTypeError
-from .codegen.build import CompileError
 from .compiler import Program, compile
 from .config import Config, ConfigError, list_configs, load_config
 from .dtypes import DType
 from .errors import (
+    CompileError,
     InterpreterError,
     IRError,
     IRParseError,

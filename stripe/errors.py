@@ -83,3 +83,19 @@ class ArgumentError(StripeError, ValueError):
 class ArgumentTypeError(StripeError, TypeError):
     """An argument of a public function has a wrong type; the message names the argument.
     Also a ``TypeError``."""
+
+
+class CompileError(StripeError):
+    """A program could not be compiled for its target: the C compiler failed (``c_path`` is
+    the kept source, ``log`` the compiler's output), or a target without host fallback
+    cannot run a kernel (:class:`stripe.mapping.MappingError`)."""
+
+    def __init__(self, message: str, c_path: str = "", log: str = "") -> None:
+        self.c_path = c_path
+        self.log = log
+        text = message
+        if c_path:
+            text += f"\n  source kept at {c_path}"
+        if log:
+            text += f"\n{log}"
+        super().__init__(text)
