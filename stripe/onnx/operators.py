@@ -751,7 +751,8 @@ def fold_conv_batchnorm(nodes: list, graph: Graph, outputs: set[str]) -> list:
                 (len(conv.input) > 2 and conv.input[2] and not isinstance(bias, np.ndarray)):
             continue
         a, b = bn_affine(*params, float(attrs.get("epsilon", 1e-5)), "float64")  # type: ignore
-        w2 = (w.astype(np.float64) * a.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+        w2 = np.multiply(w, a.reshape((-1,) + (1,) * (w.ndim - 1)),
+                         dtype=np.float64).astype(w.dtype)  # in float64, one pass less
         b0 = np.zeros(w.shape[0]) if bias is None else bias.astype(np.float64)
         b2 = (b0 * a + b).astype(w.dtype)
         wname, bname = f"{conv.input[1]}__bn", f"{n.input[2]}__bn"
