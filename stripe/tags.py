@@ -37,6 +37,8 @@ UNIT = "unit"              # partition_compute: an index numbering compute units
 BANK = "bank"              # partition_memory: an index numbering memory banks
 THREAD = "thread"          # threads pass: an index numbering threads
 SCHEDULED = "scheduled"    # schedule pass: statements ordered within the memory budget
+DOUBLE_BUFFERED = "double_buffered"  # schedule double_buffer: its stages' transfers and
+# compute overlap, so every buffer it declares lives over the whole block
 STENCIL_IDX_PREFIX = "stencil_"  # stencil pass: ``stencil_<slot>`` on matched indexes
 PEAK_TAG = "peak_{loc}={bytes}"                # place: peak bytes used in a memory
 WORKING_SET_TAG = "working_set_{loc}={bytes}"  # schedule: working set of a memory

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from stripe import tags as T
 from stripe.ir import Block, Load, Special, Statement, Store
 
 
@@ -25,13 +26,18 @@ def stmt_names(stmt: Statement) -> frozenset[str]:
 def lifetimes(block: Block, names: Iterable[str]) -> dict[str, tuple[int, int]]:
     """``name -> (first, last)``: the positions of the first and last statements of
     ``block`` that touch refinement ``name`` (:func:`stmt_names`).
-    Requires: nothing. Guarantees: a name no statement touches lives over the whole block."""
+    Requires: nothing. Guarantees: a name no statement touches lives over the whole block,
+    and so does every name of a block tagged ``double_buffered``, whose statements do not run
+    one after another (its stages' transfers overlap the other stage's compute, and a point's
+    first transfers the previous point's last compute)."""
+    whole = (0, max(len(block.stmts) - 1, 0))
+    if T.DOUBLE_BUFFERED in block.tags:
+        return {n: whole for n in names}
     uses: dict[str, list[int]] = {n: [] for n in names}
     for k, s in enumerate(block.stmts):
         for n in stmt_names(s):
             if n in uses:
                 uses[n].append(k)
-    whole = (0, max(len(block.stmts) - 1, 0))
     return {n: (min(ks), max(ks)) if ks else whole for n, ks in uses.items()}
 
 
