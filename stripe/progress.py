@@ -22,6 +22,7 @@ outside :func:`tracking`, so the library pays nothing when nobody listens.
 from __future__ import annotations
 
 import contextvars
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -113,10 +114,10 @@ class TerminalBar:
         self._tqdm: Any = None
         self._want_tqdm = use_tqdm
         self._shown = False
-        self._last: tuple[str, int, int] = ("", 0, 1)
+        # the line stays within the terminal (a wrapped line cannot be redrawn in place)
+        self.columns = max(20, min(100, shutil.get_terminal_size((100, 24)).columns - 1))
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        self._last = (stage, done, total)
         if not self.enabled:
             return
         if stage == "done":
@@ -149,7 +150,7 @@ class TerminalBar:
         elapsed = time.monotonic() - self.start
         text = (f"compiling |{'=' * filled}{' ' * (width - filled)}| {done}/{total} "
                 f"{stage[:40]} ({elapsed:.0f} s)")
-        return text.ljust(100)[:100]
+        return text.ljust(self.columns)[:self.columns]
 
     def close(self) -> None:
         """Erase the bar (if it was drawn)."""
@@ -157,7 +158,7 @@ class TerminalBar:
             self._tqdm.close()
             self._tqdm = None
         elif self._shown:
-            self.stream.write("\r" + " " * 100 + "\r")
+            self.stream.write("\r" + " " * self.columns + "\r")
             self.stream.flush()
         self._shown = False
 
