@@ -56,7 +56,7 @@ from .target import Target
 
 MAIN_COUNTER = "main"
 """How the counters name the main memory (program buffers, allocations without a location)."""
-OVERLAP_TAG = "double_buffered"
+OVERLAP_TAG = tags.DOUBLE_BUFFERED
 """Block tag: a scheduled block whose transfers overlap its compute (the next execution's
 copy-in runs while the current one computes)."""
 CONCURRENT_TAGS = (tags.UNIT, tags.THREAD, "lane")
