@@ -102,7 +102,7 @@ DEPS_TAG = tags.DEPS_TAG
 PROLOGUE = frozenset({TRANSFER, tags.CACHE_INIT})
 """Tags of the leading statements of a stage (its copy-ins and fills) that a double-buffered
 block issues before the previous stage's computation."""
-DOUBLE_BUFFERED = "double_buffered"
+DOUBLE_BUFFERED = tags.DOUBLE_BUFFERED
 """Block tag: two tiles per point, each stage with its own buffers, the next tile's
 copy-ins issued before the current tile's computation."""
 STAGE = "stage"

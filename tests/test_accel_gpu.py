@@ -70,6 +70,7 @@ def test_doc_walkthrough_is_real_output() -> None:
     assert stats["REG"]["peak_bytes"] == 48
     for number in ("49152", "98304", "12288"):
         assert number in text
+    assert {s["bound"] for s in stats["model"]["stages"]} == {"GLOBAL"}
 
 
 @pytest.mark.parametrize("m,k,n", [(37, 23, 41), (130, 7, 66), (1, 5, 3)])
