@@ -291,15 +291,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{config} {name}: stripe {s['cycles']} cycles, "
               f"{s['dram_read'] + s['dram_write']} B; zigzag {z['cycles']} cycles, "
               f"{z['dram_read'] + z['dram_write']} B", file=sys.stderr, flush=True)
-    print("| config | layer | stripe DRAM read / write (KiB) | ZigZag DRAM read / write (KiB) "
-          "| stripe cycles (model) | ZigZag cycles | ZigZag MAC utilisation |")
+    print("| config | layer | DRAM read / write, stripe (KiB) | DRAM read / write, ZigZag (KiB) "
+          "| cycles, stripe | cycles, ZigZag | ZigZag's ideal cycles |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         s, z = r["stripe"], r["zigzag"]
         print(f"| {r['config']} | {r['layer']} | {s['dram_read'] / 1024:.0f} / "
               f"{s['dram_write'] / 1024:.0f} | {z['dram_read'] / 1024:.0f} / "
               f"{z['dram_write'] / 1024:.0f} | {s['cycles']:.0f} | {z['cycles']:.0f} | "
-              f"{z['utilisation']:.2f} |")
+              f"{z['ideal_cycles']:.0f} |")
     for r in rows:
         print(f"\n{r['config']} {r['layer']}: stripe {r['stripe']['tiles']}; "
               f"ZigZag temporal {r['zigzag']['temporal']}, spatial {r['zigzag']['spatial']}")
