@@ -573,6 +573,11 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
+SHORT = {"resnet18": "ResNet-18", "resnet50": "ResNet-50", "mobilenetv2": "MobileNetV2",
+         "bert": "BERT layer"}
+"""Model names on the plot's axis."""
+
+
 def plot(res: dict, path: Path) -> str:
     """Speed relative to ONNX Runtime (ORT time / system time; 1 = as fast as ORT), one
     panel per thread count, a group of bars per (model, batch). The file type follows
@@ -586,11 +591,12 @@ def plot(res: dict, path: Path) -> str:
     runs = [r for r in res["runs"] if "cases" in r]
     if not runs:
         return "not written: no model runs"
-    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs) + 0.6, 3.4),
-                             squeeze=False, sharey=True)
+    counts = [len(r["cases"]) for r in runs]
+    fig, axes = plt.subplots(1, len(runs), figsize=(0.85 * sum(counts) + 1.4, 3.4),
+                             squeeze=False, sharey=True, gridspec_kw={"width_ratios": counts})
     for ax, run in zip(axes[0], runs):
         cases = list(run["cases"].values())
-        labels = [f"{MODELS[c['model']].title.split(' (')[0]}\nb{c['batch']}" for c in cases]
+        labels = [f"{SHORT.get(c['model'], c['model'])}\nb{c['batch']}" for c in cases]
         for i, (s, colour) in enumerate((("stripe", "tab:blue"), ("torch", "tab:orange"))):
             vals = []
             for c in cases:
