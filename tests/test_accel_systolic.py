@@ -270,3 +270,24 @@ def test_a_split_reduction_keeps_its_zero_fill_on_the_vector_unit(rng):
     s = prog.stats()
     assert s["SPAD"]["bytes_out"] == m * n  # the staged zeros, out to DRAM
     assert s["main"]["bytes_in"] > 2 * m * n  # the zeros, then partial sums per tile
+
+
+def test_a_program_that_widens_and_casts_back_runs_its_cast_on_the_vector_unit(rng):
+    # int32 accumulation written in Tile, then a scaled cast to int8: the contraction runs
+    # on the array in int32, the casts are elementwise kernels on the vector unit
+    src = """function (A[M, K], B[K, N]) -> (O) {
+      A32 = as_int(A, 32); B32 = as_int(B, 32);
+      C[m, n : M, N] = +(A32[m, k] * B32[k, n]);
+      O = as_int(C / 64, 8);
+    }"""
+    prog = stripe.compile(src, {"A": ((9, 20), "int8"), "B": ((20, 7), "int8")},
+                          target=CONFIG)
+    arrays = _arrays(rng, {"A": (9, 20), "B": (20, 7)}, "int8")
+    c = arrays["A"].astype(np.int64) @ arrays["B"].astype(np.int64)
+    want = np.trunc(c / 64).astype(np.int64).astype(np.int8)
+    assert np.array_equal(prog.run(arrays)["O"], want)
+    final = prog.trace[-1][1]
+    units = {u for _, k in final.walk() if "eltwise" in k.tags and "kernel" in k.tags
+             for b, u in _leaves(k) if "transfer" not in b.tags}
+    assert units == {"VEC"}
+    assert any(u == "MESH" for b, u in _leaves(final) if "stencil" in b.tags)
