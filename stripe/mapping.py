@@ -12,9 +12,9 @@ last pass. The rule (``docs/hwconfigs.md``):
   the block it starts (the C back end runs it in that block's loops) and is checked with
   that block's tags and location;
 * every block that holds statements that compute (loads, stores, constants, operations,
-  specials) runs on a declared unit: inside a block tagged ``transfer``, on a transfer
-  unit; otherwise on a compute unit whose ``runs`` lists the kernel's kind
-  (:func:`kernel_kind`);
+  specials) runs on a declared unit (an instance below its ``count``): inside a block
+  tagged ``transfer``, on a transfer unit; otherwise on a compute unit whose ``runs``
+  lists the kernel's kind (:func:`kernel_kind`);
 * every buffer such a block loads, stores or hands to a special resolves, through the
   views' ``from``, to an allocation whose location names a memory (no location: the
   target's ``main`` memory) that the unit ``reaches``.
@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stripe import poly
 from stripe import tags as T
 from stripe.errors import StripeError
 from stripe.ir import (
@@ -193,8 +194,9 @@ def _check_block(block: Block, ancestors: tuple[Block, ...], path: str,
                        if u.kind == "compute" and kind in u.runs)
         what = f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} kernel"
     chain = (*ancestors, block)
-    located = next((b for b in reversed(chain) if b.location.name), None)
-    if located is None:
+    depth = next((k for k in range(len(chain) - 1, -1, -1) if chain[k].location.name), None)
+    located = None if depth is None else chain[depth]
+    if located is None or depth is None:
         return Problem(path, f"{what} runs on no unit"
                        + (f" (units that run it: {', '.join(wanted)})" if wanted else
                           " and no declared unit runs it"), wanted)
@@ -205,6 +207,12 @@ def _check_block(block: Block, ancestors: tuple[Block, ...], path: str,
         declared = ", ".join(u.name for u in target.unit_decls) or "none"
         return Problem(path, f"{what} runs on '{name}', which is not a declared unit "
                              f"(declared: {declared})", wanted)
+    banks = _bank_bounds(chain[:depth + 1])
+    if banks is not None and (banks[0] < 0 or banks[1] >= unit.count):
+        worst = banks[1] if banks[1] >= unit.count else banks[0]
+        plural = "s" if unit.count > 1 else ""
+        return Problem(path, f"{what} runs on {name}[{worst}], but {name} has {unit.count} "
+                             f"instance{plural}", wanted)
     if kind == TRANSFER and unit.kind != "transfer":
         return Problem(path, f"{what} runs on {name}, a {unit.kind} unit, not a transfer "
                              f"unit", wanted)
@@ -221,6 +229,15 @@ def _check_block(block: Block, ancestors: tuple[Block, ...], path: str,
                                  f"{', '.join(unit.reaches) or 'no memory'})",
                            (), unit.reaches, movers)
     return None
+
+
+def _bank_bounds(path: tuple[Block, ...]) -> tuple[int, int] | None:
+    """(lowest, highest) instance of its unit that the last block of ``path`` runs on, over
+    the points that run (None when none does)."""
+    bank = path[-1].location.bank
+    if bank.is_const:
+        return bank.const, bank.const
+    return poly.bounds_in(path, bank)
 
 
 def _buffers(block: Block, chain: tuple[Block, ...],

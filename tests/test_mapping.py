@@ -192,3 +192,12 @@ def test_a_start_block_is_checked_as_part_of_the_block_it_starts(tmp_path: Path)
     problems = unmapped(with_start(out.replace(location=Location())), target)
     assert [p.path.rsplit("/", 1)[1] for p in problems] == [start.name, out.name]
     assert all("a transfer block runs on no unit" in p.what for p in problems)
+
+
+def test_a_unit_instance_past_the_count(tmp_path: Path):
+    """Shares on more PEs than the config declares (num_parts 4, PE count 2)."""
+    passes = PASSES.replace("{reqs: [mac], unit_name: PE}", "{reqs: [mac], unit_name: PE, "
+                                                            "num_parts: 4}")
+    e = refused(config(tmp_path, passes=passes))
+    assert "a contraction kernel runs on PE[3], but PE has 2 instances" in e.what
+    assert "pass 'split_pes' (passes[4], type partition_compute)" in e.passes
