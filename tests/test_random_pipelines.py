@@ -127,7 +127,8 @@ def _options(draw, kind: str) -> dict[str, object]:  # type: ignore[no-untyped-d
                              max_size=3, unique=True))
         return {"reqs": (pick("tile", "tile", "tile", "contraction", "microkernel"),),
                 "dirs": tuple(dirs),
-                "mem_loc": "L2", "xfer_loc": "CPU", "row_pad": pick(0, 4)}
+                "mem_loc": "L2", "xfer_loc": "CPU", "row_pad": pick(0, 4),
+                "acc_dtype": pick("", "int32"), "init_loc": pick("", "PE")}
     if kind == "hoist":
         return {"reqs": (pick("tiles", "tiles", "all"),), "reorder": flag(),
                 "shared_outer": flag(), "output_cost": pick(0.0, 0.5, 1.0),
