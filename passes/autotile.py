@@ -461,14 +461,15 @@ def choose_tile(block: Block, options: Options, *, ancestors: Sequence[Block] = 
     the same tile, costed for itself."""
     key = shape_key(block, [(a.idxs, a.constraints) for a in ancestors],
                     [_is_costed(r, options) for r in block.refs], options)
-    found = _TILES.get(key) if key is not None else None
+    digest = key[0] if key is not None else None  # the names play no part here
+    found = _TILES.get(digest) if digest is not None else None
     if found is not None:
         tile = found[0]  # type: ignore[index]
         return None if tile is None else tile_cost(block, dict(tile), options,
                                                    ancestors=ancestors)
     best = _search_tile(block, options, ancestors, path)
-    if key is not None:
-        _TILES.put(key, (None if best is None else best.tile,))
+    if digest is not None:
+        _TILES.put(digest, (None if best is None else best.tile,))
     return best
 
 

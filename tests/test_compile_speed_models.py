@@ -9,6 +9,7 @@ example networks; nothing here is timed.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import io
 import json
@@ -221,16 +222,28 @@ def test_decisions_per_shape_are_those_of_each_block(monkeypatch):
     (The long profile also runs the accelerator example.)"""
     program = stripe.lower(CONV, CONV_INPUTS)
     names = ["cpu_avx2"] + (["npu_example"] if settings._current_profile == "long" else [])
+    searches: list[str] = []
+    for search, module in (("_search_tile", autotile), ("_search_per_stencil", stencils)):
+        real = getattr(module, search)
+        monkeypatch.setattr(module, search,
+                            lambda *a, real=real, search=search: searches.append(search)
+                            or real(*a))
     for name in names:
         config = load_config(name)
-        finals = []
+        finals, counts = [], []
         for size in (0, 4096):
             monkeypatch.setattr(autotile._TILES, "size", size)
             monkeypatch.setattr(stencils._FOUND, "size", size)
             autotile._TILES.entries.clear()
             stencils._FOUND.entries.clear()
+            searches.clear()
             finals.append(run_pipeline(program, config, verify=True)[0])
+            counts.append(collections.Counter(searches))
         assert finals[0] == finals[1], name
+        # the second and third convolutions are searched once (their tiles and inner
+        # blocks have the same shapes)
+        for search in counts[0]:
+            assert counts[1][search] < counts[0][search], (name, search, counts)
     conv = load_config("cpu_avx2").passes
     stencil_list = next(e.options.stencils for e in conv if e.name == "microkernel")
     kernels = _kernels(program)
