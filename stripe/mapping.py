@@ -19,9 +19,7 @@ last pass. The rule (``docs/hwconfigs.md``):
   views' ``from``, to an allocation whose location names a memory (no location: the
   target's ``main`` memory) that the unit ``reaches``.
 
-A ``MappingError`` (``stripe.mapping.MappingError``, a :class:`stripe.CompileError`; the
-class is made on first use, since the core does not import the C back end's module, where
-``CompileError`` lives, at import time) names the block's path, what is
+A :class:`MappingError` (a :class:`stripe.CompileError`) names the block's path, what is
 unmapped, and the passes of the pipeline that should have mapped it: those whose options
 name a unit that runs the kernel's kind, or a memory the unit reaches (or says that none
 does).
@@ -36,7 +34,7 @@ from typing import Any
 
 from stripe import poly
 from stripe import tags as T
-from stripe.errors import StripeError
+from stripe.errors import CompileError
 from stripe.ir import (
     AggOp,
     Block,
@@ -72,49 +70,26 @@ class Problem:
     blame)."""
 
 
-def _mapping_error_class() -> type:
-    """:class:`MappingError`, built on first use: it is a :class:`stripe.CompileError`,
-    whose module (the C back end's) the core does not import at import time."""
-    global _MAPPING_ERROR
-    if _MAPPING_ERROR is None:
-        from stripe.codegen.build import CompileError
+class MappingError(CompileError):
+    """A kernel of a program for a target without host fallback is not mapped onto the
+    target's units and memories. Carries ``path`` (the block), ``what`` (the problem),
+    ``passes`` (the pass entries that should have mapped it, as
+    ``pass 'name' (passes[k], type t)``) and ``problems`` (every problem found,
+    :class:`Problem`)."""
 
-        class MappingError(CompileError):
-            """A kernel of a program for a target without host fallback is not mapped onto
-            the target's units and memories. Carries ``path`` (the block), ``what`` (the
-            problem), ``passes`` (the pass entries that should have mapped it, as
-            ``pass 'name' (passes[k], type t)``) and ``problems`` (every problem found,
-            :class:`Problem`)."""
-
-            def __init__(self, problems: Sequence[Problem], passes: Sequence[str],
-                         target: str) -> None:
-                first = problems[0]
-                self.path, self.what, self.passes = first.path, first.what, tuple(passes)
-                self.problems = tuple(problems)
-                self.c_path, self.log = "", ""
-                names = first.units + first.memories
-                if passes:
-                    hint = "it should have been mapped by " + ", ".join(passes)
-                else:
-                    hint = ("no pass of the pipeline names " + (", ".join(names) or "a unit")
-                            + ": add one that maps it")
-                more = f" (and {len(problems) - 1} more unmapped)" if len(problems) > 1 else ""
-                StripeError.__init__(self, f"target {target} has no host fallback: block "
-                                           f"{first.path}: {first.what}; {hint}{more}")
-
-        MappingError.__module__, MappingError.__qualname__ = __name__, "MappingError"
-        _MAPPING_ERROR = MappingError
-    return _MAPPING_ERROR
-
-
-_MAPPING_ERROR: type | None = None
-
-
-def __getattr__(name: str) -> Any:
-    """``MappingError`` (see :func:`_mapping_error_class`)."""
-    if name == "MappingError":
-        return _mapping_error_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def __init__(self, problems: Sequence[Problem], passes: Sequence[str], target: str) -> None:
+        first = problems[0]
+        self.path, self.what, self.passes = first.path, first.what, tuple(passes)
+        self.problems = tuple(problems)
+        names = first.units + first.memories
+        if passes:
+            hint = "it should have been mapped by " + ", ".join(passes)
+        else:
+            hint = ("no pass of the pipeline names " + (", ".join(names) or "a unit")
+                    + ": add one that maps it")
+        more = f" (and {len(problems) - 1} more unmapped)" if len(problems) > 1 else ""
+        super().__init__(f"target {target} has no host fallback: block {first.path}: "
+                         f"{first.what}; {hint}{more}")
 
 
 # kernel kinds --------------------------------------------------------------------------------
@@ -311,16 +286,15 @@ def _named(options: Any) -> set[str]:
 
 def check_mapping(program: Block, target: Target,
                   entries: Iterable[tuple[int, Any]] = ()) -> None:
-    """Raise ``MappingError`` (a :class:`stripe.CompileError`) when ``program`` breaks the
+    """Raise :class:`MappingError` when ``program`` breaks the
     mapping rule on ``target`` (module docstring); ``entries`` are the pipeline's
     ``(position, PassEntry)``, to name the passes that should have mapped the first problem.
     Checks whatever ``host_fallback`` says; the pipeline calls it only when it is false."""
     problems = unmapped(program, target)
     if problems:
-        raise _mapping_error_class()(problems, responsible_passes(problems[0], list(entries)),
-                                     target.name)
+        raise MappingError(problems, responsible_passes(problems[0], list(entries)),
+                           target.name)
 
 
-# ``MappingError`` is this module's attribute too (``__getattr__``), outside ``__all__``.
-__all__ = ["Problem", "TRANSFER", "check_mapping", "kernel_kind",
+__all__ = ["MappingError", "Problem", "TRANSFER", "check_mapping", "kernel_kind",
            "responsible_passes", "unmapped"]
