@@ -162,6 +162,16 @@ class Options(Selection):
     """At most this many bytes in the footprints of all costed views of one tile (a view
     that is read and written counts once); 0: no limit."""
 
+    mem_loc: str = ""
+    """A memory of the target (``memories``) whose size sets ``max_total_size``: its
+    ``mem_fraction``, rounded down. A study that varies the memory's size
+    (``stripe explore --set memories.SRAM.size=...``) then re-tiles. Not with
+    ``max_total_size``."""
+
+    mem_fraction: float = 0.0
+    """The fraction of ``mem_loc``'s size that one tile's views may take (0 < f <= 1):
+    0.25 leaves three quarters of the memory to the staging buffers of the next tiles."""
+
     max_streams: int = 0
     """At most this many rows in the footprints of the *streamed* views of one tile: views
     only read, whose footprint holds at least as many elements as the tile has points, so
@@ -279,12 +289,29 @@ class Options(Selection):
         for name in ("input_cost", "output_cost"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.mem_loc and not 0 < self.mem_fraction <= 1:
+            raise ValueError(f"mem_fraction must be in (0, 1] with mem_loc, got "
+                             f"{self.mem_fraction}")
+        if self.mem_fraction and not self.mem_loc:
+            raise ValueError("mem_fraction needs mem_loc (the memory it is a fraction of)")
+        if self.mem_loc and self.max_total_size:
+            raise ValueError("give max_total_size or mem_loc with mem_fraction, not both")
 
     def for_target(self, target: Target) -> Options:
-        """These options with ``cache_width`` and ``units``, when unset, from ``target``."""
-        return replace(self, cache_width=(target.cache_line if self.cache_width is None
-                                          else self.cache_width),
-                       units=target.units if self.units is None else self.units)
+        """These options with ``cache_width`` and ``units``, when unset, from ``target``,
+        and ``max_total_size`` from ``mem_loc``'s size when set (ValueError when the target
+        has no such memory)."""
+        out = replace(self, cache_width=(target.cache_line if self.cache_width is None
+                                         else self.cache_width),
+                      units=target.units if self.units is None else self.units)
+        if self.mem_loc:
+            if not target.has_memory(self.mem_loc):
+                names = ", ".join(m.name for m in target.memories) or "none"
+                raise ValueError(f"mem_loc '{self.mem_loc}' is not a memory of target "
+                                 f"{target.name} (memories: {names})")
+            size = int(target.memory(self.mem_loc).size * self.mem_fraction)
+            out = replace(out, mem_loc="", mem_fraction=0.0, max_total_size=max(size, 1))
+        return out
 
     @property
     def line_bytes(self) -> int:

@@ -4,6 +4,7 @@ a unit the target does not declare, a transfer unit or a bank past the count is 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,27 @@ def test_bad_units_are_refused(options: assign_unit.Options, message: str):
 def test_a_negative_bank_is_refused():
     with pytest.raises(ValueError, match="bank must be >= 0"):
         assign_unit.Options(unit="VPU", bank=-1)
+
+
+def test_mem_fraction_sets_the_tile_cap_from_the_memory_size(tmp_path: Path):
+    """autotile's mem_loc/mem_fraction: npu_example tiles for a quarter of its SRAM, so a
+    smaller SRAM gives smaller tiles."""
+    matmul = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
+    inputs = {"A": ((64, 96), "float32"), "B": ((96, 80), "float32")}
+    small = tmp_path / "small.yaml"
+    small.write_text("target: small\nextends: npu_example\nmemories:\n"
+                     "  - {name: SRAM, size: 64KiB}\n")
+    for target, cap in (("npu_example", 65536), (str(small), 16384)):
+        prog = stripe.compile(matmul, inputs, target=target)
+        tiles = _kernel(dict(prog.trace)["tile_sram"], "kernel_1")
+        # one tile's A, B and C (elements, not the strided span of the views)
+        assert cap // 2 < sum(math.prod(r.shape.sizes) * r.dtype.itemsize
+                              for r in tiles.refs) <= cap
+    with pytest.raises(ValueError, match="mem_loc 'L9' is not a memory of target"):
+        autotile.Options(mem_loc="L9", mem_fraction=0.5).for_target(ACCEL)
+    assert autotile.Options(mem_loc="SRAM", mem_fraction=0.5).for_target(
+        ACCEL).max_total_size == 512
+    for bad in ({"mem_loc": "SRAM"}, {"mem_fraction": 0.5},
+                {"mem_loc": "SRAM", "mem_fraction": 0.5, "max_total_size": 4}):
+        with pytest.raises(ValueError):
+            autotile.Options(**bad)
