@@ -620,6 +620,20 @@ def plot(res: dict, path: Path) -> str:
     return str(path)
 
 
+def _revision() -> str:
+    """The checkout's commit, ``+changes`` when its working tree differs from it (the
+    compiler measured is the working tree's), or ``?`` outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=str(ROOT),
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=str(ROOT), capture_output=True, text=True,
+                               timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return (head or "?") + ("+changes" if dirty else "")
+
+
 def _csv(text: str, what: str, valid: tuple[str, ...] | None = None) -> list[str]:
     items = [t.strip() for t in text.split(",") if t.strip()]
     if valid is not None:
@@ -682,6 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     res: dict = {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                  "machine": _machine(), "argv": sys.argv[1:] if argv is None else argv,
+                 "revision": _revision(),
                  "peers": found, "tolerance": TOLERANCE, "runs": []}
     with tempfile.TemporaryDirectory(prefix="stripe-bench-models-") as work:
         args.dir = work
