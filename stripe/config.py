@@ -410,7 +410,25 @@ def _load_draft(source: _Source, chain: tuple[_Source, ...],
         seen: set[str] = set()
         for item in f.sequence(top["passes"], "passes"):
             _merge_pass(f, item, draft, seen)
+    if not chain:
+        _check_no_fallback(f, root, top, draft)
     return draft
+
+
+def _check_no_fallback(f: YamlFile, root: yaml.Node, top: dict[str, yaml.Node],
+                       draft: _Draft) -> None:
+    """A merged config with ``host_fallback: false`` needs a compute unit to run kernels on
+    and a main memory for the program's buffers; ConfigError at its ``compute`` section."""
+    if draft.compute.get("host_fallback", True):
+        return
+    node = top.get("compute", root)
+    if not any(u.get("kind", "compute") == "compute" for u in draft.units.values()):
+        raise f.error(node, "host_fallback is false but the config declares no compute unit "
+                      "to run kernels on (add a 'units' entry with 'runs')")
+    if not any(m.get("main") for m in draft.memories.values()):
+        raise f.error(node, "host_fallback is false but no memory is marked 'main: true' (where "
+                      "the program's inputs and outputs live)", list(draft.memories),
+                      "memories")
 
 
 def _check_is_config(f: YamlFile, root: yaml.Node) -> None:

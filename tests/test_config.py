@@ -640,3 +640,13 @@ def test_host_fallback_and_main_must_be_booleans(tmp_path: Path):
     e = error(tmp_path, "target: t\nmemories:\n  - {name: A, size: 1, main: true}\n"
               "  - {name: B, size: 1, main: true}\n")
     assert "A, B are all marked main" in str(e)
+
+
+def test_no_host_fallback_needs_a_compute_unit_and_a_main_memory(tmp_path: Path):
+    e = error(tmp_path, "target: t\nmemories:\n  - {name: M, size: 1KiB, main: true}\n"
+              "compute: {host_fallback: false}\n")
+    assert "declares no compute unit" in str(e) and e.line == 4
+    e = error(tmp_path, "target: t\nmemories:\n  - {name: M, size: 1KiB}\n"
+              "compute: {host_fallback: false}\nunits:\n  - {name: U, runs: [eltwise], "
+              "reaches: [M]}\n")
+    assert "no memory is marked 'main: true'" in str(e) and list(e.choices) == ["M"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import stripe
-from stripe.config import list_configs, load_config
+from stripe.config import ConfigError, list_configs, load_config
 from stripe.ir import Block, Constant, DType, Location, Store
 from stripe.mapping import MappingError, kernel_kind, unmapped
 from stripe.passes.manager import run_pipeline
@@ -130,10 +130,11 @@ def test_a_transfer_on_a_compute_unit(tmp_path: Path):
     assert "a transfer block runs on VPU, a compute unit, not a transfer unit" in e.what
 
 
-def test_no_main_memory_leaves_program_buffers_in_the_host(tmp_path: Path):
+def test_no_main_memory_is_refused_when_the_config_loads(tmp_path: Path):
     memories = MEMORIES.replace(", main: true", "")
-    e = refused(config(tmp_path, memories=memories))
-    assert "in the host's memory (the target has no main memory)" in e.what
+    with pytest.raises(ConfigError) as e:
+        load_config(config(tmp_path, memories=memories))
+    assert "no memory is marked 'main: true'" in str(e.value) and e.value.line is not None
 
 
 def test_with_host_fallback_nothing_is_checked(tmp_path: Path):
