@@ -350,7 +350,10 @@ class Program:
         reported as ``main``), plus ``{"stencil": {"invocations": n}}`` when blocks tagged
         ``stencil`` ran. ``bytes_in`` counts bytes stored into the memory by transfer blocks,
         ``bytes_out`` bytes loaded from it; ``transfers`` counts executions of transfer blocks
-        writing into it; ``peak_bytes`` is the largest total of its live allocations.
+        writing into it; ``peak_bytes`` is the largest total of its live allocations. For
+        ``main`` these are the program's temporaries: ``tmp_bytes`` is the one arena they
+        share by liveness, and ``peak_bytes`` that arena plus the largest total of the local
+        buffers allocated on the heap (docs/codegen.md, "Temporaries").
 
         A program compiled for a target that declares units (``units:`` in its config) also
         gets ``"model"``: the performance model of this call (:func:`stripe.perfmodel.model`,
