@@ -9,70 +9,31 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from accel_cases import CONV, MATMUL, check, conv_ref, matmul_ref, random_arrays
 
 import stripe
-from stripe.config import load_config
-from stripe.mapping import unmapped
 
 CONFIG = "multilevel_example"
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-MATMUL = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
-CONV = """function (I[N, H, W, CI], F[KH, KW, CI, CO]) -> (O) {
-  O[n, x, y, co : N, H, W, CO] = +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]);
-}"""
-
-
-def _arrays(rng: np.random.Generator, shapes: dict[str, tuple[int, ...]],
-            dtype: str) -> dict[str, np.ndarray]:
-    if dtype == "int8":  # the whole range: sums of products wrap, as the program says
-        return {n: rng.integers(-128, 128, s, dtype=np.int8) for n, s in shapes.items()}
-    return {n: rng.standard_normal(s).astype(dtype) for n, s in shapes.items()}
-
-
-def _matmul_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype == np.int8:
-        return (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int8)
-    return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
-
-
-def _conv_ref(i: np.ndarray, f: np.ndarray) -> np.ndarray:
-    h, w = i.shape[1:3]
-    wide = np.int64 if i.dtype == np.int8 else np.float64
-    x = np.pad(i.astype(wide), ((0, 0), (1, 1), (1, 1), (0, 0)))
-    out = sum(np.einsum("nxyc,cd->nxyd", x[:, a:a + h, b:b + w, :], f[a, b].astype(wide))
-              for a in range(3) for b in range(3))
-    return out.astype(i.dtype)
-
-
-def _check(prog: stripe.Program, arrays: dict[str, np.ndarray], expected: np.ndarray,
-           name: str) -> None:
-    got = prog.run(arrays)[name]
-    interp = stripe.interpret(prog.trace[0][1], arrays)[name]
-    if expected.dtype == np.int8:
-        assert np.array_equal(got, expected) and np.array_equal(interp, expected)
-    else:
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(got, interp, rtol=1e-4, atol=1e-4)
-    assert unmapped(prog.trace[-1][1], load_config(CONFIG).target) == []
 
 
 @pytest.mark.parametrize("dtype", ["int8", "float32"])
 @pytest.mark.parametrize("mkn", [(37, 23, 41), (1, 5, 3), (90, 131, 70)])
 def test_matmul_matches_numpy_and_the_interpreter(rng, dtype, mkn):
     m, k, n = mkn
-    arrays = _arrays(rng, {"A": (m, k), "B": (k, n)}, dtype)
+    arrays = random_arrays(rng, {"A": (m, k), "B": (k, n)}, dtype)
     prog = stripe.compile(MATMUL, {"A": ((m, k), dtype), "B": ((k, n), dtype)}, target=CONFIG)
-    _check(prog, arrays, _matmul_ref(arrays["A"], arrays["B"]), "C")
+    check(prog, arrays, matmul_ref(arrays["A"], arrays["B"]), "C", CONFIG)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "float32"])
 @pytest.mark.parametrize("shape", [(1, 12, 16, 8, 16), (2, 7, 5, 19, 33)])
 def test_conv_matches_numpy_and_the_interpreter(rng, dtype, shape):
     n, h, w, ci, co = shape
-    arrays = _arrays(rng, {"I": (n, h, w, ci), "F": (3, 3, ci, co)}, dtype)
+    arrays = random_arrays(rng, {"I": (n, h, w, ci), "F": (3, 3, ci, co)}, dtype)
     prog = stripe.compile(CONV, {"I": ((n, h, w, ci), dtype), "F": ((3, 3, ci, co), dtype)},
                           target=CONFIG)
-    _check(prog, arrays, _conv_ref(arrays["I"], arrays["F"]), "O")
+    check(prog, arrays, conv_ref(arrays["I"], arrays["F"]), "O", CONFIG)
 
 
 def _placed(block: stripe.Block, unit: str = "", env: dict[str, str] | None = None):
@@ -114,7 +75,7 @@ def test_stats_report_both_levels_of_traffic(rng, dtype):
     # out of the results) or to a PE's buffer
     m, k, n = 37, 23, 41
     prog = stripe.compile(MATMUL, {"A": ((m, k), dtype), "B": ((k, n), dtype)}, target=CONFIG)
-    arrays = _arrays(rng, {"A": (m, k), "B": (k, n)}, dtype)
+    arrays = random_arrays(rng, {"A": (m, k), "B": (k, n)}, dtype)
     prog.run(arrays)
     s = prog.stats()
     glb, pe, dram = s["GLB"], s["PEBUF"], s["main"]
@@ -158,7 +119,7 @@ def test_the_docs_example_moves_what_its_tiles_say(rng):
     m, k, n = 37, 23, 41
     prog = stripe.compile(MATMUL, {"A": ((m, k), "float32"), "B": ((k, n), "float32")},
                           target=CONFIG)
-    prog.run(_arrays(rng, {"A": (m, k), "B": (k, n)}, "float32"))
+    prog.run(random_arrays(rng, {"A": (m, k), "B": (k, n)}, "float32"))
     s = prog.stats()
     assert s["main"]["bytes_out"] == (m * k + k * n) * 4 == 7176
     assert s["PEBUF"]["bytes_out"] == m * n * 4 == 6068

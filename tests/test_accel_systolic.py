@@ -9,74 +9,36 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from accel_cases import CONV, MATMUL, check, conv_ref, matmul_ref, random_arrays
 from passcheck import check_pass
 
 import stripe
 from stripe.config import ConfigError, load_config
 from stripe.irparser import parse_ir
-from stripe.mapping import unmapped
 from stripe.passes import cache
 from stripe.target import Target
 
 CONFIG = "systolic_example"
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-MATMUL = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }"
-CONV = """function (I[N, H, W, CI], F[KH, KW, CI, CO]) -> (O) {
-  O[n, x, y, co : N, H, W, CO] = +(I[n, x + i - 1, y + j - 1, ci] * F[i, j, ci, co]);
-}"""
-
-
-def _arrays(rng: np.random.Generator, shapes: dict[str, tuple[int, ...]],
-            dtype: str) -> dict[str, np.ndarray]:
-    if dtype == "int8":  # the whole range: sums of products wrap, as the program says
-        return {n: rng.integers(-128, 128, s, dtype=np.int8) for n, s in shapes.items()}
-    return {n: rng.standard_normal(s).astype(dtype) for n, s in shapes.items()}
-
-
-def _matmul_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype == np.int8:
-        return (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int8)
-    return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
-
-
-def _conv_ref(i: np.ndarray, f: np.ndarray) -> np.ndarray:
-    h, w = i.shape[1:3]
-    wide = np.int64 if i.dtype == np.int8 else np.float64
-    x = np.pad(i.astype(wide), ((0, 0), (1, 1), (1, 1), (0, 0)))
-    out = sum(np.einsum("nxyc,cd->nxyd", x[:, a:a + h, b:b + w, :], f[a, b].astype(wide))
-              for a in range(3) for b in range(3))
-    return out.astype(i.dtype)
-
-
-def _check(prog: stripe.Program, arrays: dict[str, np.ndarray], expected: np.ndarray,
-           name: str) -> None:
-    got = prog.run(arrays)[name]
-    interp = stripe.interpret(prog.trace[0][1], arrays)[name]
-    if expected.dtype == np.int8:
-        assert np.array_equal(got, expected) and np.array_equal(interp, expected)
-    else:
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(got, interp, rtol=1e-4, atol=1e-4)
-    assert unmapped(prog.trace[-1][1], load_config(CONFIG).target) == []
 
 
 @pytest.mark.parametrize("dtype", ["int8", "float32"])
 @pytest.mark.parametrize("mkn", [(37, 23, 41), (1, 5, 3), (130, 70, 90)])
 def test_matmul_matches_numpy_and_the_interpreter(rng, dtype, mkn):
     m, k, n = mkn
-    arrays = _arrays(rng, {"A": (m, k), "B": (k, n)}, dtype)
+    arrays = random_arrays(rng, {"A": (m, k), "B": (k, n)}, dtype)
     prog = stripe.compile(MATMUL, {"A": ((m, k), dtype), "B": ((k, n), dtype)}, target=CONFIG)
-    _check(prog, arrays, _matmul_ref(arrays["A"], arrays["B"]), "C")
+    check(prog, arrays, matmul_ref(arrays["A"], arrays["B"]), "C", CONFIG)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "float32"])
 @pytest.mark.parametrize("shape", [(1, 12, 16, 8, 16), (2, 7, 5, 19, 33)])
 def test_conv_matches_numpy_and_the_interpreter(rng, dtype, shape):
     n, h, w, ci, co = shape
-    arrays = _arrays(rng, {"I": (n, h, w, ci), "F": (3, 3, ci, co)}, dtype)
+    arrays = random_arrays(rng, {"I": (n, h, w, ci), "F": (3, 3, ci, co)}, dtype)
     prog = stripe.compile(CONV, {"I": ((n, h, w, ci), dtype), "F": ((3, 3, ci, co), dtype)},
                           target=CONFIG)
-    _check(prog, arrays, _conv_ref(arrays["I"], arrays["F"]), "O")
+    check(prog, arrays, conv_ref(arrays["I"], arrays["F"]), "O", CONFIG)
 
 
 def _leaves(block: stripe.Block, loc: str = ""):
@@ -116,7 +78,7 @@ def test_stats_report_scratchpad_and_accumulator_traffic(rng, dtype, acc_bytes):
     # removed the zero fill, the copy-out starts the outputs)
     m, k, n = 37, 23, 41
     size = np.dtype(dtype).itemsize
-    arrays = _arrays(rng, {"A": (m, k), "B": (k, n)}, "float32")
+    arrays = random_arrays(rng, {"A": (m, k), "B": (k, n)}, "float32")
     arrays = {a: (v * 10).astype(dtype) for a, v in arrays.items()}
     prog = stripe.compile(MATMUL, {"A": ((m, k), dtype), "B": ((k, n), dtype)}, target=CONFIG)
     prog.run(arrays)
@@ -140,7 +102,7 @@ def test_int8_sums_wrap_as_the_program_says(rng):
     b = np.full((200, 2), -128, np.int8)
     prog = stripe.compile(MATMUL, {"A": ((3, 200), "int8"), "B": ((200, 2), "int8")},
                           target=CONFIG)
-    assert np.array_equal(prog.run({"A": a, "B": b})["C"], _matmul_ref(a, b))
+    assert np.array_equal(prog.run({"A": a, "B": b})["C"], matmul_ref(a, b))
 
 
 def test_acc_dtype_keeps_the_identity_of_the_outputs_type():
@@ -242,8 +204,8 @@ def test_the_docs_example_moves_what_its_tiles_say(rng):
     m, k, n, tiles = 300, 200, 40, 2
     prog = stripe.compile(MATMUL, {"A": ((m, k), "int8"), "B": ((k, n), "int8")},
                           target=CONFIG)
-    arrays = _arrays(rng, {"A": (m, k), "B": (k, n)}, "int8")
-    assert np.array_equal(prog.run(arrays)["C"], _matmul_ref(arrays["A"], arrays["B"]))
+    arrays = random_arrays(rng, {"A": (m, k), "B": (k, n)}, "int8")
+    assert np.array_equal(prog.run(arrays)["C"], matmul_ref(arrays["A"], arrays["B"]))
     s = prog.stats()
     rows = m // tiles
     assert s["SPAD"]["bytes_in"] == tiles * (rows * k + k * n) == 76000
@@ -260,8 +222,8 @@ def test_a_split_reduction_keeps_its_zero_fill_on_the_vector_unit(rng):
     m, k, n = 8, 3000, 20
     prog = stripe.compile(MATMUL, {"A": ((m, k), "int8"), "B": ((k, n), "int8")},
                           target=CONFIG)
-    arrays = _arrays(rng, {"A": (m, k), "B": (k, n)}, "int8")
-    assert np.array_equal(prog.run(arrays)["C"], _matmul_ref(arrays["A"], arrays["B"]))
+    arrays = random_arrays(rng, {"A": (m, k), "B": (k, n)}, "int8")
+    assert np.array_equal(prog.run(arrays)["C"], matmul_ref(arrays["A"], arrays["B"]))
     final = prog.trace[-1][1]
     fill = next(b for _, b in final.walk() if b.name == "kernel_0")
     assert "spad_tiles" in fill.tags
@@ -282,7 +244,7 @@ def test_a_program_that_widens_and_casts_back_runs_its_cast_on_the_vector_unit(r
     }"""
     prog = stripe.compile(src, {"A": ((9, 20), "int8"), "B": ((20, 7), "int8")},
                           target=CONFIG)
-    arrays = _arrays(rng, {"A": (9, 20), "B": (20, 7)}, "int8")
+    arrays = random_arrays(rng, {"A": (9, 20), "B": (20, 7)}, "int8")
     c = arrays["A"].astype(np.int64) @ arrays["B"].astype(np.int64)
     want = np.trunc(c / 64).astype(np.int64).astype(np.int8)
     assert np.array_equal(prog.run(arrays)["O"], want)
