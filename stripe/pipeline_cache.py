@@ -230,14 +230,24 @@ def _read_json(path: Path) -> Any:
         return None  # absent or unreadable: compile it again
 
 
+def _checked_entry(path: Path, fields: set[str], fmt: object,
+                   key: str) -> dict | None:
+    """The JSON entry at ``path`` when it holds exactly ``fields`` and a matching checksum,
+    of format ``fmt`` and for ``key``; None otherwise (absent, damaged or stale)."""
+    data = _read_json(path)
+    if type(data) is not dict or set(data) != set(fields) | {"sha256"}:
+        return None
+    body = {k: v for k, v in data.items() if k != "sha256"}
+    if type(data["sha256"]) is not str or data["sha256"] != _checksum(body):
+        return None
+    if data["format"] != fmt or data["key"] != key:
+        return None
+    return data
+
+
 def _load_from(root: Path, key: str, expected: list[BufferSpec]) -> CProgram | None:
-    data = _read_json(_entry(root, key))
-    if type(data) is not dict or set(data) != _FIELDS | {"sha256"}:
-        return None
-    fields = {k: v for k, v in data.items() if k != "sha256"}
-    if type(data["sha256"]) is not str or data["sha256"] != _checksum(fields):
-        return None
-    if data["format"] != FORMAT or data["key"] != key:
+    data = _checked_entry(_entry(root, key), _FIELDS, FORMAT, key)
+    if data is None:
         return None
     source, uses_openmp = data["source"], data["uses_openmp"]
     stat_names, allocations = data["stat_names"], data["allocations"]
@@ -313,13 +323,8 @@ def load_source(key: str, inputs: Mapping[str, object]) -> SourceEntry | None:
 
 def _load_source_from(root: Path, key: str, inputs: Mapping[str, object]
                       ) -> SourceEntry | None:
-    data = _read_json(_source_entry(root, key))
-    if type(data) is not dict or set(data) != _SOURCE_FIELDS | {"sha256"}:
-        return None
-    fields = {k: v for k, v in data.items() if k != "sha256"}
-    if type(data["sha256"]) is not str or data["sha256"] != _checksum(fields):
-        return None
-    if data["format"] != SOURCE_FORMAT or data["key"] != key:
+    data = _checked_entry(_source_entry(root, key), _SOURCE_FIELDS, SOURCE_FORMAT, key)
+    if data is None:
         return None
     program_key, raw, overwritten, specialised = (
         data["program_key"], data["buffers"], data["overwritten"], data["specialised"])
