@@ -21,6 +21,9 @@ Mapping (see ``docs/codegen.md``):
   (``CProgram.allocations``) failed (for a program buffer, with every buffer it allocated
   freed, before running), or ``STRIPE_OVERLAP`` (-1), before anything runs, when an
   output's bytes overlap another argument's;
+* each block of ``main`` (a kernel) becomes a ``noinline`` function ``stripe_k<N>`` of
+  the views it uses, called in order from ``stripe_run`` (gcc optimises each on its own;
+  see :meth:`_Emitter.kernel_function`);
 * a block becomes a loop nest over its indexes (64-bit), in the order of its
   ``loop_order=`` tag; a constraint with one index becomes a tightened loop bound, any
   other constraint a guard placed right after the loop of its innermost index
@@ -35,10 +38,13 @@ Mapping (see ``docs/codegen.md``):
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable
 
 from stripe.affine import Affine
 from stripe.dtypes import DType
+from stripe import tags
 from stripe.errors import IRError
 from stripe.intrinsics import c_convert, c_load
 from stripe.ir import (
@@ -84,8 +90,15 @@ from .microkernel import AVX2
 
 
 class _Emitter(LoopWriter, KernelWriter):
-    def __init__(self, compute: Compute = AVX2) -> None:
+    def __init__(self, compute: Compute = AVX2, timed: bool = False) -> None:
         self.compute = compute  # the target's SIMD unit (simd_bytes, simd_registers)
+        # time each block of the program's body (emit_c's ``timed``): their paths, in
+        # the order of their "time.<k>" counters
+        self.timed: list[str] | None = [] if timed else None
+        # the block whose sub-blocks become functions of their own (and are timed):
+        # :func:`kernel_body`
+        self.kernel_block: Block | None = None
+        self.functions: list[str] = []  # the text of those functions, in program order
         self.program_buffers: dict[str, View] = {}  # the program's own buffers by C name
         self.lines: list[str] = []
         self.depth = 1
@@ -132,6 +145,7 @@ class _Emitter(LoopWriter, KernelWriter):
 
     # program --------------------------------------------------------------------------------
     def program(self, root: Block) -> CProgram:
+        self.kernel_block = kernel_body(root)
         scope = Scope()
         buffers: list[BufferSpec] = []
         user = [r for r in root.refs if r.is_alloc and r.dir is not RefDir.NONE]
@@ -199,9 +213,12 @@ class _Emitter(LoopWriter, KernelWriter):
         self.line("return stripe_failed;")
         body = "\n".join(self.lines)
         names = tuple(self.stats)
-        source = (f"{PRELUDE}\n{stats_functions(len(names))}\n"
+        clock = _CLOCK if self.timed is not None else ""
+        functions = "".join(f"\n{f}\n" for f in self.functions)
+        source = (f"{PRELUDE}\n{clock}{stats_functions(len(names))}\n{functions}"
                   f"int stripe_run(void **args) {{\n    stripe_reset_stats();\n{body}\n}}\n")
-        return CProgram(source, tuple(buffers), self.uses_openmp, names, tuple(self.heap))
+        return CProgram(source, tuple(buffers), self.uses_openmp, names, tuple(self.heap),
+                        tuple(self.timed or ()))
 
     def overlap_checks(self, user: list[Refinement], scope: Scope) -> None:
         """Return ``STRIPE_OVERLAP`` (-1) before anything runs when an output's memory
@@ -222,6 +239,45 @@ class _Emitter(LoopWriter, KernelWriter):
                           f"{comment_name(q.into)} */")
 
     # blocks ---------------------------------------------------------------------------------
+    def kernel_function(self, b: Block, scope: Scope, path: str, start: Block | None) -> None:
+        """Emit ``b`` (a block of :func:`kernel_body`) as a function of its own,
+        ``stripe_k<N>``, and a call of it here. The C compiler optimises each kernel
+        separately: one function of hundreds of loop nests is past what gcc's loop
+        optimisers take on (it leaves such a function's loops unvectorised), and separate
+        functions compile in parallel (``codegen.build``). The function takes the views,
+        indexes and scalars of ``scope`` that its text uses, keeps its own counters
+        (flushed when it returns) and returns its allocation failure (0 if none)."""
+        name = self.fresh("stripe_k")
+        outer_lines, outer_depth = self.lines, self.depth
+        self.lines, self.depth = [], 1
+        self.line("int64_t stripe_lc[STRIPE_NSTATS] = {0};")
+        self.line("int stripe_failed = 0;")
+        self.block(b, scope, path, start)
+        self.line("stripe_flush(stripe_lc);")
+        self.line("return stripe_failed;")
+        body, self.lines, self.depth = self.lines, outer_lines, outer_depth
+        used = set(_IDENTIFIER.findall("\n".join(body)))
+        params: dict[str, str] = {}  # C name -> declaration, in scope order
+        views = {v.cname: v for v in scope.refs.values() if v.cname in used}
+        roots = Counter(v.root for v in views.values())
+        for cname, view in views.items():
+            # the only view of its buffer: restrict, as the buffers themselves are (the
+            # program's arguments do not overlap where one is written, the temporaries
+            # used by one kernel are live together, so apart in the arena)
+            qualifier = " *restrict " if view.root and roots[view.root] == 1 else " *"
+            params[cname] = f"{C_TYPES[view.dtype]}{qualifier}{cname}"
+        for var in scope.idx.values():
+            if var in used:
+                params.setdefault(var, f"const int64_t {var}")
+        for cname, dtype in scope.scalars.values():
+            if cname in used:
+                params.setdefault(cname, f"const {C_TYPES[dtype]} {cname}")
+        decl = ", ".join(params.values()) or "void"
+        self.functions.append(f"__attribute__((noinline)) static int {name}({decl}) {{  "
+                              f"/* {comment_name(b.name)} */\n" + "\n".join(body) + "\n}")
+        self.line(f"{{ const int f = {name}({', '.join(params)}); "
+                  f"if (f) stripe_failed = f; }}  /* {comment_name(b.name)} */")
+
 
     # expressions ----------------------------------------------------------------------------
     def affine(self, a: Affine, scope: Scope) -> str:
@@ -376,15 +432,33 @@ _HANDLERS: dict[type, Callable[[_Emitter, Statement, Scope, str], None]] = {
 }
 
 
-def emit_c(program: Block, target: Target | Compute = HOST) -> CProgram:
+def emit_c(program: Block, target: Target | Compute = HOST, *, timed: bool = False) -> CProgram:
     """The C translation unit for a verified ``#program`` block whose decisions are taken
     (the tags of the back-end decision passes, ``docs/codegen.md``); a block without
     decision tags runs its loops in index order, point by point, on one thread.
     Micro-kernels and prefetches are written for ``target``'s compute (or the ``compute``
-    given: its SIMD width and registers)."""
+    given: its SIMD width and registers). ``timed`` adds a monotonic clock around each
+    block of the program's body (of its main block, :func:`kernel_body`), summed in counters ``time.0``, ``time.1``, ... (the
+    blocks' paths are ``CProgram.timed``), for :meth:`stripe.Program.kernel_times`."""
     compute = target if isinstance(target, Compute) else target.compute
-    return _Emitter(compute).program(program)
+    return _Emitter(compute, timed).program(program)
+
+
+def kernel_body(program: Block) -> Block:
+    """The block whose sub-blocks are the program's kernels: each is emitted as a function
+    of its own, and timed by ``emit_c(..., timed=True)``. The program's one ``main`` block
+    (a lowered program's), else the program block."""
+    mains = [s for s in program.stmts if isinstance(s, Block) and tags.MAIN in s.tags]
+    return mains[0] if len(mains) == 1 else program
+
+
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
+
+_CLOCK = ("#include <time.h>\n"
+          "static inline int64_t stripe_clock(void) { struct timespec t; "
+          "clock_gettime(CLOCK_MONOTONIC, &t); return (int64_t)t.tv_sec * 1000000000 + "
+          "t.tv_nsec; }\n")
 
 
 __all__ = ["OVERLAP", "PRELUDE", "BufferSpec", "CProgram", "comment_name", "emit_c",
-           "intrinsic_expr"]
+           "intrinsic_expr", "kernel_body"]

@@ -446,7 +446,18 @@ class LoopWriter:
                         and any(r.fresh for r in after.refs)):
                     start = s  # run as part of the next block
                     continue
-                self.block(s, scope, f"{path}/{s.name}", start)
+                kernel = b is self.kernel_block
+                timer = kernel and self.timed is not None
+                if timer:
+                    t0 = self.fresh("t")
+                    self.line(f"const int64_t {t0} = stripe_clock();")
+                if kernel:
+                    self.kernel_function(s, scope, f"{path}/{s.name}", start)
+                else:
+                    self.block(s, scope, f"{path}/{s.name}", start)
+                if timer:
+                    self.count(f"time.{len(self.timed)}", f"stripe_clock() - {t0}")
+                    self.timed.append(f"{path}/{s.name}")
                 start = None
             else:
                 self.statement(s, scope, path)

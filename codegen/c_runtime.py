@@ -198,6 +198,14 @@ class CProgram:
     stat_names: tuple[str, ...] = ()  # run-time counters, in stripe_counters order
     # the checked heap allocations: stripe_run returns k + 1 when the k-th one failed
     allocations: tuple[str, ...] = ()
+    # a timed program's (emit_c's ``timed``) blocks by path, in "time.<k>" counter order
+    timed: tuple[str, ...] = ()
+
+    @property
+    def code(self) -> str:
+        """The program's own C: its kernel functions and ``stripe_run``, without the
+        prelude and the counters that every program shares."""
+        return self.source.split(stats_functions(len(self.stat_names)), 1)[-1]
 
     @property
     def inputs(self) -> tuple[BufferSpec, ...]:

@@ -2,7 +2,9 @@
 
     stripe show    FILE.tile --input A=37x23:float32 ...   print the lowered Stripe IR
     stripe run     FILE.tile --input ... [--target T] [--check] [--interpret] [--stats]
+                   [--profile [N]]
     stripe run     MODEL.onnx [--input NAME=1x3x224x224] [--target T] [--check] [--stats]
+                   [--profile [N]]
     stripe compile FILE.tile --input ... [--target T] [--dump-dir DIR]
     stripe explore CONFIG FILE.tile --input ... --set memories.SRAM.size=64KiB,128KiB ...
     stripe passes                                          every pass and its options
@@ -17,7 +19,9 @@ equal). ``--interpret`` runs the interpreter only. ``run`` also takes an ONNX mo
 with symbolic dimensions, the dtypes are the model's); its ``--check`` compares with ONNX
 Runtime when that is installed, else with the reference interpreter. ``--target`` is a
 config name or YAML path; by default ``host``, the shipped CPU config that fits this machine
-with its cores (:mod:`stripe.host`); ``none`` runs no config's passes. ``compile`` writes
+with its cores (:mod:`stripe.host`); ``none`` runs no config's passes. ``--profile N`` times
+each kernel of the compiled program as it runs and prints the N slowest
+(:mod:`stripe.kernel_times`). ``compile`` writes
 ``00_lower.stripe``, ``01_<pass>.stripe``, ... and ``kernel.c`` into the dump directory (a
 pass name's characters other than letters, digits, ``_``, ``-`` and ``.`` become ``_``).
 ``explore`` compiles and runs the program for every combination of the ``--set`` values of
@@ -59,6 +63,7 @@ from .host import NAME as HOST_TARGET
 from .host import NO_PASSES
 from .interp import interpret
 from .ir import Block
+from .kernel_times import format_kernel_times
 from .limits import check_bytes
 from .passes.manager import describe_passes, pipeline, run_pipeline
 from .perfmodel import format_model
@@ -199,6 +204,8 @@ def _onnx_run(args: argparse.Namespace) -> int:
     print(f"time per call (C): {seconds * 1e3:.3f} ms")
     if args.stats:
         print(format_stats(prog.stats()))
+    if args.profile:
+        print(format_kernel_times(prog.kernel_times(arrays, args.repeat), args.profile))
     if not args.check:
         return 0
     try:
@@ -247,6 +254,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"time per call ({how}): {seconds * 1e3:.3f} ms")
     if args.stats and not args.interpret:
         print(format_stats(compiled.stats()))
+    if args.profile and not args.interpret:
+        print(format_kernel_times(compiled.kernel_times(arrays, args.repeat), args.profile))
     if args.check:
         reference = interpret(program, arrays)
         worst = 0.0
@@ -405,6 +414,10 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--stats", action="store_true",
                             help="print bytes moved, transfers and peak use per memory, and "
                                  "the performance model of a target with units")
+            sp.add_argument("--profile", type=_count(1, 10**6), nargs="?", const=20,
+                            default=0, metavar="N",
+                            help="time each kernel of the program as it runs (over --repeat "
+                                 "calls) and print the N slowest (default 20)")
             sp.add_argument("--seed", type=_count(0, 2**63 - 1), default=0,
                             help="seed of the random inputs (default 0)")
             sp.add_argument("--repeat", type=_count(1, MAX_REPEAT), default=5,

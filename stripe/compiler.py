@@ -28,7 +28,7 @@ from stripe.codegen.build import build, missing_cpu_features
 from stripe.codegen.c_emitter import OVERLAP, BufferSpec, CProgram, emit_c
 from stripe.passes.manager import decide, pipeline, run_pipeline
 
-from . import perfmodel, pipeline_cache, poly, tags
+from . import kernel_times, perfmodel, pipeline_cache, poly, tags
 from . import progress as _progress
 from .arrays import ArgumentError, ArgumentTypeError, _empty_unchecked
 from .config import Config, load_config
@@ -342,6 +342,13 @@ class Program:
                 return False
         return True
 
+    def kernel_times(self, inputs: Mapping[str, np.ndarray],
+                     repeat: int = 10) -> list[kernel_times.KernelTime]:
+        """Each block of the program's body timed as it runs on ``inputs`` (as :meth:`run`
+        takes them), mean over ``repeat`` calls: a second build of this program with a clock
+        around each block (:func:`stripe.kernel_times.kernel_times`)."""
+        return kernel_times.kernel_times(self, inputs, repeat)
+
     def stats(self) -> dict[str, dict[str, Any]]:
         """Counters of the last call, measured by the emitted code while it ran.
 
@@ -368,7 +375,7 @@ class Program:
         table: dict[str, dict[str, Any]] = {}
         for k, name in enumerate(names):
             unit, metric = name.rsplit(".", 1)
-            if metric != "live_bytes":
+            if metric != "live_bytes" and unit != "time":  # time.k: kernel_times
                 table.setdefault(unit, {})[metric] = int(out[k])
         if perfmodel.applies(self.target):
             if self._profile is None:  # derived from the IR once per program

@@ -105,3 +105,9 @@ def c_source(program: Block, target: Target = HOST) -> str:
     """The C the back end prints for ``program`` once the back end's decision passes have
     run on it with their defaults (as at the end of every pipeline)."""
     return emit_c(decide(program, target), target).source
+
+
+def c_code(program: Block, target: Target = HOST) -> str:
+    """Of :func:`c_source`, the program's own code: its kernel functions and
+    ``stripe_run``, without the prelude every program shares."""
+    return emit_c(decide(program, target), target).code

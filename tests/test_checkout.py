@@ -49,7 +49,7 @@ def test_import_from_a_checkout(tmp_path: Path):
 # The modules of the core that may import the pass layer or the back end at the top: the
 # package itself (its public API), the compile driver and its pipeline cache (which stores
 # the back end's programs), and the command line.
-DRIVERS = frozenset({"__init__", "__main__", "compiler", "pipeline_cache", "cli"})
+DRIVERS = frozenset({"__init__", "__main__", "compiler", "pipeline_cache", "cli", "kernel_times"})
 UPPER = ("stripe.passes", "stripe.codegen")
 
 

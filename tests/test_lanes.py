@@ -265,7 +265,7 @@ def test_prefetch_writes_fetches_the_output_row_in_the_first_reduction(tmp_path,
         cfg.write_text(f"target: pw{flag}\nextends: cpu_avx2\n"
                        f"compute: {{prefetch_writes: {flag}}}\n")
         progs[flag] = stripe.compile(op.source, arrays, target=str(cfg))
-    on = progs[1].c_source.split("int stripe_run")[1].splitlines()
+    on = progs[1].c_program.code.splitlines()
     at = [k for k, ln in enumerate(on) if WRITTEN_ROW in ln]
     # in one place: the first loop of lane groups, one prefetch per 64-byte line of its step
     # (two with cpu_avx2's four sets of eight float32 lanes)

@@ -143,6 +143,22 @@ class OnnxProgram:
         :meth:`stripe.Program.run` does). Returns ``{onnx output name: array}``.
         ArgumentTypeError when ``inputs`` is not a mapping; ArgumentError naming a missing
         or unknown input."""
+        try:
+            result = self.program.run(self._args(inputs))  # type: ignore[attr-defined]
+        except (ArgumentError, ArgumentTypeError) as e:
+            raise type(e)(self._onnx_names(str(e))) from None
+        return {self._out_back[k]: v for k, v in result.items()}
+
+    def kernel_times(self, inputs: Mapping[str, np.ndarray], repeat: int = 10) -> list:
+        """Each kernel of the underlying program timed on ``inputs`` (by ONNX name, as
+        :meth:`run` takes them): :meth:`stripe.Program.kernel_times`."""
+        try:
+            return self.program.kernel_times(self._args(inputs), repeat)  # type: ignore[attr-defined]
+        except (ArgumentError, ArgumentTypeError) as e:
+            raise type(e)(self._onnx_names(str(e))) from None
+
+    def _args(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The underlying program's arguments: the weights and ``inputs`` by Tile name."""
         if not isinstance(inputs, Mapping):
             raise ArgumentTypeError(f"inputs must be a mapping from ONNX input name to numpy "
                                     f"array, got {type(inputs).__name__}")
@@ -157,11 +173,7 @@ class OnnxProgram:
         for onnx_name, tile_name in self._in.items():
             if tile_name in self._used:
                 args[tile_name] = inputs[onnx_name]
-        try:
-            result = self.program.run(args)  # type: ignore[attr-defined]
-        except (ArgumentError, ArgumentTypeError) as e:
-            raise type(e)(self._onnx_names(str(e))) from None
-        return {self._out_back[k]: v for k, v in result.items()}
+        return args
 
     def _onnx_names(self, message: str) -> str:
         for onnx_name, tile_name in self._in.items():

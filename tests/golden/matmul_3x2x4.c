@@ -263,6 +263,50 @@ __attribute__((unused)) static inline void stripe_live(int cur, int peak, int64_
 void stripe_stats(int64_t *out) { for (int k = 0; k < 0; ++k) out[k] = stripe_counters[k]; }
 void stripe_reset_stats(void) { for (int k = 0; k < 1; ++k) stripe_counters[k] = 0; }
 
+
+__attribute__((noinline)) static int stripe_k0(float *restrict v2) {  /* kernel_0 */
+    int64_t stripe_lc[STRIPE_NSTATS] = {0};
+    int stripe_failed = 0;
+    {  /* block kernel_0 */
+        for (int64_t x0 = 0; x0 < 3; ++x0) {  /* m */
+            for (int64_t x1 = 0; x1 < 4; ++x1) {  /* n */
+                float *v3 = v2 + (INT64_C(4) * x0 + x1);  /* C */
+                const float s0 = 0x0.0p+0f;  /* z */
+                *v3 = (float)(s0);
+            }
+        }
+    }
+    stripe_flush(stripe_lc);
+    return stripe_failed;
+}
+
+__attribute__((noinline)) static int stripe_k1(float *restrict v0, float *restrict v1, float *restrict v2) {  /* kernel_1 */
+    int64_t stripe_lc[STRIPE_NSTATS] = {0};
+    int stripe_failed = 0;
+    {  /* block kernel_1 */
+        for (int64_t x2 = 0; x2 < 3; ++x2) {  /* m */
+            const int64_t x3 = 0, x4 = 4;
+            float r0[4];  /* C accumulated over the reduction */
+            for (int64_t t_ = 0; t_ < x4 - x3; ++t_) r0[t_] = 0x0.0p+0f;
+            for (int64_t x5 = 0; x5 < 2; ++x5) {  /* k */
+                for (int64_t x6 = 0; x6 < 4; ++x6) {  /* n */
+                    float *v4 = v0 + (x5 + INT64_C(2) * x2);  /* A */
+                    float *v5 = v1 + (INT64_C(4) * x5 + x6);  /* B */
+                    float *v6 = v2 + (INT64_C(4) * x2 + x6);  /* C */
+                    const float s1 = *v4;  /* A */
+                    const float s2 = *v5;  /* B */
+                    const float s3 = (float)(((float)s1) * ((float)s2));  /* C */
+                    r0[x6 - x3] += (float)(s3);
+                }
+            }
+            for (int64_t x7 = x3; x7 < x4; ++x7) {
+                v2[INT64_C(4) * x2 + x7] += r0[x7 - x3];
+            }
+        }
+    }
+    stripe_flush(stripe_lc);
+    return stripe_failed;
+}
 int stripe_run(void **args) {
     stripe_reset_stats();
     float *restrict b0 = (float *)args[0];  /* A */
@@ -276,36 +320,8 @@ int stripe_run(void **args) {
         float *v0 = b0 + (INT64_C(0));  /* A */
         float *v1 = b1 + (INT64_C(0));  /* B */
         float *v2 = b2 + (INT64_C(0));  /* C */
-        {  /* block kernel_0 */
-            for (int64_t x0 = 0; x0 < 3; ++x0) {  /* m */
-                for (int64_t x1 = 0; x1 < 4; ++x1) {  /* n */
-                    float *v3 = v2 + (INT64_C(4) * x0 + x1);  /* C */
-                    const float s0 = 0x0.0p+0f;  /* z */
-                    *v3 = (float)(s0);
-                }
-            }
-        }
-        {  /* block kernel_1 */
-            for (int64_t x2 = 0; x2 < 3; ++x2) {  /* m */
-                const int64_t x3 = 0, x4 = 4;
-                float r0[4];  /* C accumulated over the reduction */
-                for (int64_t t_ = 0; t_ < x4 - x3; ++t_) r0[t_] = 0x0.0p+0f;
-                for (int64_t x5 = 0; x5 < 2; ++x5) {  /* k */
-                    for (int64_t x6 = 0; x6 < 4; ++x6) {  /* n */
-                        float *v4 = v0 + (x5 + INT64_C(2) * x2);  /* A */
-                        float *v5 = v1 + (INT64_C(4) * x5 + x6);  /* B */
-                        float *v6 = v2 + (INT64_C(4) * x2 + x6);  /* C */
-                        const float s1 = *v4;  /* A */
-                        const float s2 = *v5;  /* B */
-                        const float s3 = (float)(((float)s1) * ((float)s2));  /* C */
-                        r0[x6 - x3] += (float)(s3);
-                    }
-                }
-                for (int64_t x7 = x3; x7 < x4; ++x7) {
-                    v2[INT64_C(4) * x2 + x7] += r0[x7 - x3];
-                }
-            }
-        }
+        { const int f = stripe_k0(v2); if (f) stripe_failed = f; }  /* kernel_0 */
+        { const int f = stripe_k1(v0, v1, v2); if (f) stripe_failed = f; }  /* kernel_1 */
     }
     stripe_flush(stripe_lc);
     return stripe_failed;
