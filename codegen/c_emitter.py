@@ -92,6 +92,7 @@ from .microkernel import AVX2
 class _Emitter(LoopWriter, KernelWriter):
     def __init__(self, compute: Compute = AVX2, timed: bool = False) -> None:
         self.compute = compute  # the target's SIMD unit (simd_bytes, simd_registers)
+        self.unroll = compute.kernel_unroll  # the micro-kernel being written's (c_kernels)
         # time each block of the program's body (emit_c's ``timed``): their paths, in
         # the order of their "time.<k>" counters
         self.timed: list[str] | None = [] if timed else None

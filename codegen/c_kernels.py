@@ -9,6 +9,8 @@ import math
 from collections.abc import Callable
 
 from stripe import tags
+from stripe.config import MAX_KERNEL_UNROLL
+from stripe.errors import IRError
 from stripe.affine import Affine
 from stripe.ir import (
     Block,
@@ -41,6 +43,11 @@ class KernelWriter:
         kernel for the rows that remain. True when the generic loop nest must follow as the
         ``else`` branch (dead code when no constraint depends on the tile); False, with
         nothing emitted, when some point of the box always fails a constraint."""
+        unroll = tags.value(b.tags, tags.UNROLL)  # the stencil's, else the target's
+        if unroll is not None and not (unroll.isdigit() and 1 <= int(unroll) <= MAX_KERNEL_UNROLL):
+            raise IRError(f"tag {tags.UNROLL}={unroll}: expected 1 to {MAX_KERNEL_UNROLL} "
+                          f"points per iteration", b.name)
+        self.unroll = int(unroll) if unroll else self.compute.kernel_unroll
         if isinstance(k, DotKernel):
             return self.dot_kernel(b, k, outer, scope)
         split = self.kernel_constraints(b, k.m, k.n, k.ks, scope)
@@ -384,9 +391,9 @@ class KernelWriter:
         float32 matrix-vector kernel (4 accumulators) with 8 chains and 2 unrolled points
         keeps two."""
         n = rows * vecs
-        if not k.ks or self.compute.kernel_unroll < 2 or n >= self.compute.kernel_chains:
+        if not k.ks or self.unroll < 2 or n >= self.compute.kernel_chains:
             return 1
-        count = min(self.compute.kernel_unroll, -(-self.compute.kernel_chains // n))
+        count = min(self.unroll, -(-self.compute.kernel_chains // n))
         while count > 1 and count * n + vecs + 1 > simd_registers(self.compute):
             count -= 1
         return count
@@ -420,14 +427,15 @@ class KernelWriter:
 
     def unrolled(self, k: MicroKernel, k_bounds: dict[str, Bounds], scope: Scope,
                  step: Callable[[str | None], None]) -> None:
-        """The kernel's innermost reduction loop, its body written ``compute.kernel_unroll`` times
+        """The kernel's innermost reduction loop, its body written ``unroll`` times (the
+        block's ``unroll=<n>`` tag, else ``compute.kernel_unroll``)
         per iteration (then once per point for what is left) by ``step(x)``, ``x`` the C
         expression of the point. gcc -O3 does not unroll loops on its own, and it drops
         ``#pragma GCC unroll`` in the functions that OpenMP outlines."""
         if not k.ks:
             step(None)
             return
-        u, ix = max(self.compute.kernel_unroll, 1), k.ks[-1]
+        u, ix = max(self.unroll, 1), k.ks[-1]
         v, note = self.fresh("x"), comment_name(ix.name)
         lo, hi = self.bound_text(k_bounds[ix.name], scope)
         if u == 1:

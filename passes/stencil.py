@@ -72,7 +72,8 @@ sizes and whose refinements satisfy the stencil's stride codes.
 
 Tags read: ``reqs``/``exclude``, ``stencil``. Tags set: ``stencil`` and ``inner_set`` on the
 inner block, ``outer_set`` on the outer block, ``stencil_<slot>`` on inner indexes,
-``inputs_set``/``outputs_set`` on inner refinements.
+``inputs_set``/``outputs_set`` on inner refinements, ``unroll=<n>`` on the inner block when
+its stencil sets ``unroll`` (read by the C back end's micro-kernels).
 """
 
 from __future__ import annotations
@@ -114,8 +115,8 @@ class Options(Selection):
     [{name: m, size: 4, outs: [-1], ins: [-1, 0]}, {name: n, size: 16, outs: [1], ins: [0,
     1]}, {name: k, size: -1, outs: [0], ins: [-1, -1]}]}``: ``size`` the slot's size (-1:
     any, the whole range); ``outs``/``ins`` one stride code per output/input refinement (0
-    unused, 1 unit stride, -1 used with any non-zero stride); optional ``point_cost`` and
-    ``whole_reduction`` (:class:`stripe.passes.transforms.stencils.Stencil`)."""
+    unused, 1 unit stride, -1 used with any non-zero stride); optional ``point_cost``,
+    ``whole_reduction`` and ``unroll`` (:class:`stripe.passes.transforms.stencils.Stencil`)."""
 
     allow_pad: bool = False
     """Accept a slot size that does not divide the index's range (or exceeds it): the last
@@ -191,7 +192,8 @@ def _stencil_children(parent: Block, site: Site, stencils: Sequence[Stencil],
             check_time(path)
             plan, _ = _plan_pieces(s, stencils, options, frozenset(), path)
             if plan:
-                stmts += [apply_match(b, m, options, ancestors=ancestors) for b, m in plan]
+                stmts += [apply_match(b, m, options, ancestors=ancestors, stencils=stencils)
+                          for b, m in plan]
                 changed = True
                 continue
         stmts.append(s)
@@ -247,15 +249,17 @@ def _stencil(block: Block, site: Site, stencils: Sequence[Stencil], options: Opt
                        max_steps=options.max_steps, path=site.path)
     if match is None:
         return block
-    return apply_match(block, match, options, ancestors=site.domains)
+    return apply_match(block, match, options, ancestors=site.domains, stencils=stencils)
 
 
 # the rewrite ---------------------------------------------------------------------------------
 
 
 def apply_match(block: Block, match: Match, options: Options, *,
-                ancestors: Sequence[Block] = ()) -> Block:
-    """Split ``block`` by ``match`` (see the module docstring) and tag the inner block."""
+                ancestors: Sequence[Block] = (), stencils: Sequence[Stencil] = ()) -> Block:
+    """Split ``block`` by ``match`` (see the module docstring) and tag the inner block;
+    ``stencils`` are the stencils ``match`` indexes (the inner block gets ``unroll=<n>``
+    when its stencil sets ``unroll``)."""
     block = _grow_short_indexes(block, match)
     outer = apply_tile(block, match.tile(block), ancestors=ancestors,
                        outer_set=options.outer_set,
@@ -268,7 +272,11 @@ def apply_match(block: Block, match: Match, options: Options, *,
         outer = outer.replace(idxs=tuple(idxs))
     [inner] = outer.stmts
     assert isinstance(inner, Block)
-    return outer.replace(stmts=(_tag_inner(inner, match, options),))
+    inner = _tag_inner(inner, match, options)
+    unroll = stencils[match.stencil].unroll if match.stencil < len(stencils) else 0
+    if unroll:
+        inner = inner.replace(tags=inner.tags | {tags.keyed(tags.UNROLL, unroll)})
+    return outer.replace(stmts=(inner,))
 
 
 def _grow_short_indexes(block: Block, match: Match) -> Block:

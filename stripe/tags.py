@@ -52,6 +52,8 @@ ROW_ACC = "row_acc"        # accumulate_rows: ``row_acc=<index>:<view>``, a row 
 PEEL = "peel"              # peel_alignment: ``peel=<bytes>:<view>``, an aligned split
 FRESH_START = "fresh_start"  # start_fresh: the block that starts the next block's fresh views
 COLLAPSE = "collapse"      # collapse_threads: ``collapse=<n>``, the parallel leading loops
+UNROLL = "unroll"          # stencil: ``unroll=<n>``, the points per iteration of the
+# micro-kernel's reduction loop (its stencil's ``unroll``; else ``compute.kernel_unroll``)
 
 
 SPECIALISED = "specialised"  # front end: ``specialised=<input>:<value>`` on the program, an

@@ -26,19 +26,21 @@ CONV = """function (I[N, X, Y, CI], F[KX, KY, CI, CO]) -> (O) {
 MAXMUL = "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = >(A[m, k] * B[k, n]); }"
 
 
-def stencil(m: int, n: int, reductions: int = 1) -> str:
+def stencil(m: int, n: int, reductions: int = 1, unroll: int = 0) -> str:
     slots = [f"{{name: m, size: {m}, outs: [-1], ins: [-1, 0]}}",
              f"{{name: n, size: {n}, outs: [1], ins: [0, 1]}}"]
     slots += [f"{{name: k{r}, size: -1, outs: [0], ins: [-1, -1]}}" for r in range(reductions)]
-    return f'{{startup_cost: 8, idxs: [{", ".join(slots)}]}}'
+    return f'{{startup_cost: 8, unroll: {unroll}, idxs: [{", ".join(slots)}]}}'
 
 
 def config(tmp_path: Path, *, m: int = 6, n: int = 16, tile_kb: int = 0, pad: bool = False,
            pack: bool = False, width: int = 32, unroll: int = 1, chains: int = 1,
-           prefetch: int = 0) -> str:
+           prefetch: int = 0, stencil_unroll: int = 0) -> str:
     """A config that stencils every contraction for the micro-kernel (optionally padded,
-    tiled for a small cache and packed first)."""
-    stencils = f"[{stencil(m, n, 3)}, {stencil(m, n, 1)}]"
+    tiled for a small cache and packed first); ``stencil_unroll`` is the stencils' own
+    ``unroll`` (0: the compute's ``kernel_unroll``, ``unroll``)."""
+    stencils = (f"[{stencil(m, n, 3, stencil_unroll)}, "
+                f"{stencil(m, n, 1, stencil_unroll)}]")
     passes = []
     if pad:
         passes.append("  - {name: pad, type: pad, options: {reqs: [contraction], "
@@ -365,6 +367,36 @@ def test_match_takes_a_when_both_inputs_follow_the_columns(tmp_path):
     kernel = microkernel.match(b, strides, {r.into: r.from_ for r in b.refs})
     assert kernel is not None and kernel.a_vector and kernel.a.into == "I"
     assert kernel.m is not None and kernel.n.name == "c" and len(kernel.ks) == 2
+
+
+@pytest.mark.parametrize("compute,own,want", [(2, 0, 2), (2, 1, 1), (1, 3, 3), (3, 2, 2)])
+def test_a_stencils_unroll_overrides_the_computes(tmp_path, rng, compute, own, want):
+    """A stencil's ``unroll`` (the inner block's ``unroll=<n>`` tag) sets the points per
+    iteration of its kernels' reduction loop in place of ``compute.kernel_unroll``; odd
+    reduction lengths keep a loop for the rest. Against numpy and the interpreter."""
+    a = rng.standard_normal((11, 37)).astype(np.float32)
+    b = rng.standard_normal((37, 21)).astype(np.float32)
+    prog = check(MATMUL, {"A": a, "B": b}, a @ b,
+                 config(tmp_path, m=5, unroll=compute, stencil_unroll=own))
+    kernels = [blk for _, blk in prog.ir.walk() if "stencil" in blk.tags]
+    assert kernels and all(("unroll=" + str(own) in blk.tags) is bool(own) for blk in kernels)
+    assert (f"{want} at a time" in prog.c_source) is (want > 1)
+    assert "the rest" in prog.c_source or want == 1
+
+
+def test_a_bad_unroll_tag_is_an_ir_error():
+    """A hand-written ``unroll=`` tag outside 1..16 names the block."""
+    from stripe.compiler import compile_program
+    from stripe.errors import IRError
+    from stripe.irparser import parse_ir
+
+    text = str(stripe.compile(MATMUL, {"A": np.zeros((6, 4), np.float32),
+                                       "B": np.zeros((4, 16), np.float32)},
+                              target="cpu_avx2").ir)
+    bad = re.sub(r"#stencil\b(?!_)", "#stencil #unroll=0", text, count=1)
+    assert bad != text
+    with pytest.raises(IRError, match="unroll=0"):
+        compile_program(parse_ir(bad))
 
 
 # rows of dot products ------------------------------------------------------------------------

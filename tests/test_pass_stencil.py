@@ -306,6 +306,9 @@ def test_inputs_matched_in_either_order() -> None:
     ("{startup_cost: 1}", "needs the key 'idxs'"),
     ("{whole_reduction: 1, idxs: [{name: m}]}", "whole_reduction"),
     ("{whole_reduction: [true], idxs: [{name: m}]}", "whole_reduction"),
+    ("{unroll: -1, idxs: [{name: m}]}", "unroll must be 0"),
+    ("{unroll: 17, idxs: [{name: m}]}", "unroll must be 0"),
+    ("{unroll: true, idxs: [{name: m}]}", "unroll"),
 ])
 def test_bad_stencils(tmp_path: Path, text: str, message: str) -> None:
     """A stencil is a mapping in the config, checked field by field: the error names the

@@ -33,6 +33,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from stripe.config import MAX_KERNEL_UNROLL
 from stripe.ir import Block, Index, RefDir, Refinement
 
 from ..select import Memo, check_time, shape_key
@@ -93,6 +94,13 @@ class Stencil:
     its window loops left outside the kernel, where each invocation would reload and store
     its outputs once per window position."""
 
+    unroll: int = 0
+    """Points per iteration of the micro-kernel's innermost reduction loop for the blocks
+    this stencil matches (the inner block's ``unroll=<n>`` tag, read by the C back end); 0:
+    the target's ``compute.kernel_unroll``. The right number depends on the C compiler's
+    register allocation of the kernel's shape: gcc spills an accumulator of AVX2's 5x16
+    kernel unrolled twice, not of its 6x16 one."""
+
     def __post_init__(self) -> None:
         if not self.idxs:
             raise ValueError("a stencil needs at least one index (idxs)")
@@ -105,6 +113,9 @@ class Stencil:
             raise ValueError(f"startup_cost must be >= 0, got {self.startup_cost}")
         if self.point_cost <= 0:
             raise ValueError(f"point_cost must be > 0, got {self.point_cost}")
+        if isinstance(self.unroll, bool) or not 0 <= self.unroll <= MAX_KERNEL_UNROLL:
+            raise ValueError(f"unroll must be 0 (the target's kernel_unroll) to {MAX_KERNEL_UNROLL}, "
+                             f"got {self.unroll}")
 
     @property
     def n_outs(self) -> int:
