@@ -11,10 +11,11 @@ by a private temporary one. See docs/codegen.md#the-build-cache.
 
 A large program (at least :data:`PARALLEL_LINES` lines of C: a whole network) is compiled in
 parallel parts when the process has several cores: gcc's link-time optimisation splits the
-translation unit's functions (each kernel is one, and each OpenMP region) into balanced partitions and
-compiles them in as many jobs as the process has cores (``STRIPE_BUILD_JOBS`` overrides the
-count; 1 compiles in one piece). The partitions get the same flags; the module computes the
-same results either way, so the cache key does not depend on it.
+translation unit's functions (each kernel is one, and each OpenMP region) into balanced
+partitions and compiles them in as many jobs as the process has cores
+(``STRIPE_BUILD_JOBS`` overrides the count; 1 compiles in one piece). The partitions get
+the same flags; the module computes the same results either way, so the cache key does not
+depend on it.
 """
 
 from __future__ import annotations

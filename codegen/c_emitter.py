@@ -42,9 +42,9 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
+from stripe import tags
 from stripe.affine import Affine
 from stripe.dtypes import DType
-from stripe import tags
 from stripe.errors import IRError
 from stripe.intrinsics import c_convert, c_load
 from stripe.ir import (
@@ -439,8 +439,9 @@ def emit_c(program: Block, target: Target | Compute = HOST, *, timed: bool = Fal
     decision tags runs its loops in index order, point by point, on one thread.
     Micro-kernels and prefetches are written for ``target``'s compute (or the ``compute``
     given: its SIMD width and registers). ``timed`` adds a monotonic clock around each
-    block of the program's body (of its main block, :func:`kernel_body`), summed in counters ``time.0``, ``time.1``, ... (the
-    blocks' paths are ``CProgram.timed``), for :meth:`stripe.Program.kernel_times`."""
+    block of the program's body (of its main block, :func:`kernel_body`), summed in
+    counters ``time.0``, ``time.1``, ... (the blocks' paths are ``CProgram.timed``), for
+    :meth:`stripe.Program.kernel_times`."""
     compute = target if isinstance(target, Compute) else target.compute
     return _Emitter(compute, timed).program(program)
 

@@ -9,9 +9,9 @@ import math
 from collections.abc import Callable
 
 from stripe import tags
+from stripe.affine import Affine
 from stripe.config import MAX_KERNEL_UNROLL
 from stripe.errors import IRError
-from stripe.affine import Affine
 from stripe.ir import (
     Block,
     Index,

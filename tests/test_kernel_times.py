@@ -44,7 +44,7 @@ def test_every_kernel_is_a_function_of_its_own(rng, target):
     assert len(defined) == len(kernels) >= 3
     run = prog.c_source.split("int stripe_run(void **args)")[1]
     assert re.findall(r"= (stripe_k\d+)\(", run) == defined  # each called once, in order
-    for name, params in re.findall(r"static int (stripe_k\d+)\(([^)]*)\)", prog.c_source):
+    for _, params in re.findall(r"static int (stripe_k\d+)\(([^)]*)\)", prog.c_source):
         assert params == "void" or all(p.split()[-1] in run for p in params.split(", "))
     got = prog(**x)
     np.testing.assert_allclose(got["O"], x["A"] @ x["B"] + x["S"], rtol=1e-4, atol=1e-4)

@@ -114,8 +114,8 @@ class Stencil:
         if self.point_cost <= 0:
             raise ValueError(f"point_cost must be > 0, got {self.point_cost}")
         if isinstance(self.unroll, bool) or not 0 <= self.unroll <= MAX_KERNEL_UNROLL:
-            raise ValueError(f"unroll must be 0 (the target's kernel_unroll) to {MAX_KERNEL_UNROLL}, "
-                             f"got {self.unroll}")
+            raise ValueError(f"unroll must be 0 (the target's kernel_unroll) to "
+                             f"{MAX_KERNEL_UNROLL}, got {self.unroll}")
 
     @property
     def n_outs(self) -> int:
