@@ -91,3 +91,22 @@ def test_profile_option_of_run(capsys):
     out = capsys.readouterr().out
     assert re.search(r"^block +ms +share +writes$", out, re.M)
     assert re.search(r"^total +\d+\.\d{3} +\d+\.\d%$", out, re.M)
+
+
+def test_profile_option_of_run_on_an_onnx_model(tmp_path, capsys):
+    """``stripe run model.onnx --profile`` times the imported model's kernels (the
+    program's names: an ONNX model's kernels write its Tile tensors)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x.1", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "g", [helper.make_tensor_value_info("x.1", TensorProto.FLOAT, [5, 7])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [5, 3])],
+        [helper.make_tensor("w", TensorProto.FLOAT, [7, 3], [0.5] * 21)])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    assert main(["run", str(path), "--profile", "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "z: 5x3 float32" in out
+    assert re.search(r"^program/main/\S+ +\d+\.\d{3} +\d+\.\d%", out, re.M)
