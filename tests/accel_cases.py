@@ -50,3 +50,24 @@ def check(prog: stripe.Program, arrays: dict[str, np.ndarray], expected: np.ndar
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(got, interp, rtol=1e-4, atol=1e-4)
     assert unmapped(prog.trace[-1][1], load_config(config).target) == []
+
+
+def check_matmul(rng: np.random.Generator, config: str, dtype: str,
+                 mkn: tuple[int, int, int]) -> None:
+    """An ``m x k @ k x n`` matmul of random ``dtype`` inputs compiled for ``config``:
+    :func:`check` against numpy."""
+    m, k, n = mkn
+    arrays = random_arrays(rng, {"A": (m, k), "B": (k, n)}, dtype)
+    prog = stripe.compile(MATMUL, {"A": ((m, k), dtype), "B": ((k, n), dtype)}, target=config)
+    check(prog, arrays, matmul_ref(arrays["A"], arrays["B"]), "C", config)
+
+
+def check_conv(rng: np.random.Generator, config: str, dtype: str,
+               shape: tuple[int, int, int, int, int]) -> None:
+    """A 3x3 convolution (batch, height, width, in and out channels ``shape``) of random
+    ``dtype`` inputs compiled for ``config``: :func:`check` against numpy."""
+    n, h, w, ci, co = shape
+    arrays = random_arrays(rng, {"I": (n, h, w, ci), "F": (3, 3, ci, co)}, dtype)
+    prog = stripe.compile(CONV, {"I": ((n, h, w, ci), dtype), "F": ((3, 3, ci, co), dtype)},
+                          target=config)
+    check(prog, arrays, conv_ref(arrays["I"], arrays["F"]), "O", config)

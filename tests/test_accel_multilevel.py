@@ -9,7 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from accel_cases import CONV, MATMUL, check, conv_ref, matmul_ref, random_arrays
+from accel_cases import (
+    MATMUL,
+    check_conv,
+    check_matmul,
+    random_arrays,
+)
 
 import stripe
 
@@ -20,20 +25,13 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 @pytest.mark.parametrize("dtype", ["int8", "float32"])
 @pytest.mark.parametrize("mkn", [(37, 23, 41), (1, 5, 3), (90, 131, 70)])
 def test_matmul_matches_numpy_and_the_interpreter(rng, dtype, mkn):
-    m, k, n = mkn
-    arrays = random_arrays(rng, {"A": (m, k), "B": (k, n)}, dtype)
-    prog = stripe.compile(MATMUL, {"A": ((m, k), dtype), "B": ((k, n), dtype)}, target=CONFIG)
-    check(prog, arrays, matmul_ref(arrays["A"], arrays["B"]), "C", CONFIG)
+    check_matmul(rng, CONFIG, dtype, mkn)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "float32"])
 @pytest.mark.parametrize("shape", [(1, 12, 16, 8, 16), (2, 7, 5, 19, 33)])
 def test_conv_matches_numpy_and_the_interpreter(rng, dtype, shape):
-    n, h, w, ci, co = shape
-    arrays = random_arrays(rng, {"I": (n, h, w, ci), "F": (3, 3, ci, co)}, dtype)
-    prog = stripe.compile(CONV, {"I": ((n, h, w, ci), dtype), "F": ((3, 3, ci, co), dtype)},
-                          target=CONFIG)
-    check(prog, arrays, conv_ref(arrays["I"], arrays["F"]), "O", CONFIG)
+    check_conv(rng, CONFIG, dtype, shape)
 
 
 def _placed(block: stripe.Block, unit: str = "", env: dict[str, str] | None = None):
